@@ -1,0 +1,74 @@
+"""Stage configs: one dataclass per stage, filled from a YAML file and CLI flags.
+
+    kernelwright train --config my.yaml --max-steps 50
+
+Order of precedence: dataclass defaults < `--config FILE.yaml` < CLI flags. A key in the YAML
+file that is not a field of the stage's config, or an unknown flag, ends the command with exit
+status 2 and a message that names it (argparse's own convention for usage errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from transformers import HfArgumentParser
+
+from kernelwright.errors import UsageError
+
+T = TypeVar("T")
+
+
+def field_names(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def read_yaml_config(path: Path, cls: type) -> dict[str, Any]:
+    """Read a YAML mapping of config values and reject keys that are not fields of `cls`."""
+    if not path.is_file():
+        raise UsageError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise UsageError(f"config file {path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"config file {path} must hold a mapping of keys to values, not {type(data).__name__}")
+    known = set(field_names(cls))
+    unknown = sorted(k for k in data if k.replace("-", "_") not in known)
+    if unknown:
+        raise UsageError(
+            f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(repr(k) for k in unknown)} in {path} "
+            f"(known keys for {cls.__name__}: {', '.join(sorted(known))})"
+        )
+    return {k.replace("-", "_"): v for k, v in data.items()}
+
+
+def build_parser(cls: type, prog: str, description: str | None = None) -> argparse.ArgumentParser:
+    parser = HfArgumentParser(cls, prog=prog, description=description)
+    parser.add_argument("--config", type=Path, default=None, help="YAML file of config values (CLI flags win)")
+    return parser
+
+
+def parse_config(cls: type[T], argv: Sequence[str], prog: str, description: str | None = None) -> T:
+    """Parse `argv` into `cls`, applying `--config` YAML values as defaults under the flags."""
+    parser = build_parser(cls, prog, description)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config", type=Path, default=None)
+    known, _ = pre.parse_known_args(list(argv))
+    if known.config is not None:
+        parser.set_defaults(**read_yaml_config(known.config, cls))
+    ns = parser.parse_args(list(argv))  # unknown flags: argparse prints usage and exits 2
+    values = {k: v for k, v in vars(ns).items() if k != "config"}
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{prog}: {exc}") from None
+
+
+def config_to_params(cfg: Any, prefix: str = "") -> dict[str, str]:
+    """Flatten a config dataclass into MLflow params (strings, `prefix.` before each key)."""
+    return {f"{prefix}{k}": str(v) for k, v in dataclasses.asdict(cfg).items()}

@@ -1,0 +1,1 @@
+"""Curation: ingest corpora, filter them, and score CUDA region sensitivity (CuSeT weights)."""

@@ -1,0 +1,293 @@
+"""The curate stage: corpus -> filtered, tokenised samples with CuSeT weights, as Parquet.
+
+    kernelwright curate                       # bundled seed corpus, train split, tiny base model
+    kernelwright curate --base-model PATH --out DIR
+
+Output `DIR/data.parquet`, one row per sample: input_ids, labels (-100 on the prompt),
+token_weights (m_t * a_t), loss_mask (m_t), sample_weight, and the diagnostics p, sensitive,
+span_kind, region_id; `DIR/cuset.json` holds the constants, `DIR/report.json` the filter counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import polars as pl
+from rich.progress import Progress
+from transformers import PreTrainedTokenizerBase
+
+from kernelwright import atomic
+from kernelwright.config import config_to_params
+from kernelwright.curation.confidence import gold_token_probs
+from kernelwright.curation.filters import FilterReport, run_filters
+from kernelwright.curation.heatmap import weight_heatmap_html
+from kernelwright.curation.seed import SeedTask, load_seed_tasks, split_tasks
+from kernelwright.curation.spans import completion_spans
+from kernelwright.curation.weights import CusetParams, sample_weights, token_weights
+from kernelwright.errors import NotImplementedStage, UsageError
+from kernelwright.prompting import completion_text, prompt_messages
+from kernelwright.training.base_model import ensure_base_model, load_base_model, load_tokenizer
+from kernelwright.workdir import base_model_dir, resolve_workdir
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CurateConfig:
+    """Config of `kernelwright curate`."""
+
+    input: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Corpus paths to ingest. Empty: the bundled seed corpus."},
+    )
+    split: str = field(
+        default="train",
+        metadata={"help": "Seed corpus split to curate: train, test (held-out tasks) or all."},
+    )
+    base_model: str | None = field(
+        default=None,
+        metadata={"help": "Local HF checkpoint that scores p_t and tokenises. None: the tiny local model."},
+    )
+    out: str | None = field(default=None, metadata={"help": "Output folder. None: <workdir>/curated."})
+    workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
+    max_length: int = field(
+        default=4096, metadata={"help": "Samples longer than this many tokens (prompt + completion) are dropped."}
+    )
+    batch_tokens: int = field(
+        default=16384, metadata={"help": "Padded tokens per confidence-scoring batch (memory knob)."}
+    )
+    tau_high: float = field(default=0.9, metadata={"help": "p_t at or above this is high confidence."})
+    tau_low: float = field(default=0.5, metadata={"help": "p_t below this is low confidence."})
+    region_gap: int = field(default=2, metadata={"help": "Low-confidence sensitive runs this many tokens apart merge."})
+    rho_max: float = field(
+        default=0.5, metadata={"help": "Masked share of confident boilerplate = rho_max * share of high tokens; 0: off."}
+    )
+    alpha: float = field(default=1.0, metadata={"help": "Weight of sensitive high-confidence tokens (1: neutral)."})
+    region_lambda: float = field(default=1.0, metadata={"help": "Strength of region-aware sample weighting; 0: off."})
+    w_min: float = field(default=0.5, metadata={"help": "Lower clip of the sample weight before renormalising."})
+    w_max: float = field(default=3.0, metadata={"help": "Upper clip of the sample weight before renormalising."})
+
+    def __post_init__(self) -> None:
+        if self.split not in ("train", "test", "all"):
+            raise ValueError(f"split must be train, test or all, not {self.split!r}")
+        if not 0.0 <= self.tau_low <= self.tau_high <= 1.0:
+            raise ValueError("need 0 <= tau_low <= tau_high <= 1")
+        if self.w_min > self.w_max:
+            raise ValueError("need w_min <= w_max")
+
+    def cuset(self) -> CusetParams:
+        return CusetParams(
+            tau_high=self.tau_high, tau_low=self.tau_low, region_gap=self.region_gap, rho_max=self.rho_max,
+            alpha=self.alpha, lam=self.region_lambda, w_min=self.w_min, w_max=self.w_max,
+        )
+
+
+@dataclass(frozen=True)
+class Sample:
+    id: str
+    task_id: str
+    category: str
+    source: str
+    prompt: str  # the PyTorch reference
+    completion: str  # the assistant's answer text (fenced solution file)
+
+
+def seed_samples(split: str) -> list[Sample]:
+    tasks = load_seed_tasks()
+    train, test = split_tasks(tasks)
+    chosen: list[SeedTask] = {"train": train, "test": test, "all": tasks}[split]
+    return [
+        Sample(id=f"seed/{t.id}", task_id=t.id, category=t.category, source="kernelwright-seed",
+               prompt=t.reference, completion=completion_text(t.solution))
+        for t in chosen
+    ]
+
+
+def tokenize_sample(tokenizer: PreTrainedTokenizerBase, sample: Sample) -> dict[str, Any]:
+    """Token ids exactly as training sees them, plus completion token character offsets.
+
+    The prompt is the chat template with the generation prompt; the completion is the rest of
+    the rendered conversation (the answer and the template's end-of-turn tokens).
+    """
+    messages = prompt_messages(sample.prompt)
+    prompt_text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    full = tokenizer.apply_chat_template(
+        [*messages, {"role": "assistant", "content": sample.completion}], tokenize=False
+    )
+    assert isinstance(prompt_text, str) and isinstance(full, str)
+    if not full.startswith(prompt_text + sample.completion):
+        raise UsageError("the tokenizer's chat template does not put the answer after the generation prompt")
+    prompt_ids = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
+    comp = tokenizer(full[len(prompt_text):], add_special_tokens=False, return_offsets_mapping=True)
+    return {
+        "prompt_ids": list(prompt_ids),
+        "completion_ids": list(comp["input_ids"]),
+        "offsets": [tuple(o) for o in comp["offset_mapping"]],
+    }
+
+
+def _token_frame(tokenized: list[dict[str, Any]], probs: list[list[float]]) -> pl.DataFrame:
+    samples, pos, completion, p, start, end = [], [], [], [], [], []
+    for s, (tok, ps) in enumerate(zip(tokenized, probs, strict=True)):
+        n_prompt = len(tok["prompt_ids"])
+        n = n_prompt + len(tok["completion_ids"])
+        samples += [s] * n
+        pos += list(range(n))
+        completion += [False] * n_prompt + [True] * (n - n_prompt)
+        p += [None if (i < n_prompt or math.isnan(v)) else v for i, v in enumerate(ps)]
+        start += [None] * n_prompt + [o[0] for o in tok["offsets"]]
+        end += [None] * n_prompt + [o[1] for o in tok["offsets"]]
+    return pl.DataFrame(
+        {"sample": samples, "pos": pos, "completion": completion, "p": p, "tok_start": start, "tok_end": end},
+        schema={"sample": pl.Int64, "pos": pl.Int64, "completion": pl.Boolean, "p": pl.Float64,
+                "tok_start": pl.Int64, "tok_end": pl.Int64},
+    )
+
+
+def _span_frame(samples: list[Sample]) -> tuple[pl.DataFrame, dict[str, int]]:
+    rows: dict[str, list] = {"sample": [], "s_start": [], "s_end": [], "kind": []}
+    stats = {"cuda_strings": 0, "strings_skipped": 0, "macros_parsed": 0, "macros_unparsed": 0}
+    for i, s in enumerate(samples):
+        res = completion_spans(s.completion)
+        for key in stats:
+            stats[key] += getattr(res, key)
+        for sp in res.spans:
+            rows["sample"].append(i)
+            rows["s_start"].append(sp.start)
+            rows["s_end"].append(sp.end)
+            rows["kind"].append(sp.kind)
+    frame = pl.DataFrame(rows, schema={"sample": pl.Int64, "s_start": pl.Int64, "s_end": pl.Int64, "kind": pl.Utf8})
+    return frame, stats
+
+
+def mark_sensitive(tokens: pl.LazyFrame, spans: pl.LazyFrame) -> pl.LazyFrame:
+    """c_t and span_kind: a token is sensitive where its characters overlap a span.
+
+    Where spans nest, the token takes the kind of the innermost (shortest) span.
+    """
+    hits = (
+        tokens.filter(pl.col("completion")).select("sample", "pos", "tok_start", "tok_end")
+        .join(spans, on="sample")
+        .filter((pl.col("s_start") < pl.col("tok_end")) & (pl.col("s_end") > pl.col("tok_start")))
+        .with_columns(span_len=pl.col("s_end") - pl.col("s_start"))
+        .sort("span_len")
+        .group_by("sample", "pos")
+        .agg(span_kind=pl.col("kind").first())
+    )
+    return tokens.join(hits, on=["sample", "pos"], how="left").with_columns(c=pl.col("span_kind").is_not_null())
+
+
+def assemble(tokens: pl.DataFrame, per_sample: pl.DataFrame, samples: list[Sample],
+             tokenized: list[dict[str, Any]]) -> pl.DataFrame:
+    """One row per sample with list columns in token order: what training reads as is."""
+    lists = tokens.sort("sample", "pos").group_by("sample", maintain_order=True).agg(
+        token_weights=pl.col("token_weight"),
+        loss_mask=pl.col("loss_mask").cast(pl.Int8),
+        p=pl.col("p").cast(pl.Float32),
+        sensitive=pl.col("c"),
+        span_kind=pl.col("span_kind"),
+        region_id=pl.col("region_id"),
+    )
+    meta = pl.DataFrame({
+        "sample": list(range(len(samples))),
+        "id": [s.id for s in samples],
+        "task_id": [s.task_id for s in samples],
+        "category": [s.category for s in samples],
+        "source": [s.source for s in samples],
+        "input_ids": [t["prompt_ids"] + t["completion_ids"] for t in tokenized],
+        "labels": [[-100] * len(t["prompt_ids"]) + t["completion_ids"] for t in tokenized],
+        "prompt_len": [len(t["prompt_ids"]) for t in tokenized],
+    })
+    return (
+        meta.join(lists, on="sample").join(per_sample.select("sample", "sample_weight", "R", "mask_share"), on="sample")
+        .sort("sample").drop("sample")
+    )
+
+
+def curate_samples(samples: list[Sample], tokenizer: PreTrainedTokenizerBase, model: Any,
+                   cfg: CurateConfig, progress: Progress | None = None) -> tuple[pl.DataFrame, dict[str, Any]]:
+    tokenized = [tokenize_sample(tokenizer, s) for s in samples]
+    sequences = [t["prompt_ids"] + t["completion_ids"] for t in tokenized]
+    probs = gold_token_probs(model, sequences, tokenizer.pad_token_id, cfg.batch_tokens, progress)
+    spans, span_stats = _span_frame(samples)
+    tokens = mark_sensitive(_token_frame(tokenized, probs).lazy(), spans.lazy())
+    weighted = token_weights(tokens, cfg.cuset()).collect()
+    per_sample = sample_weights(weighted.lazy(), cfg.cuset()).collect()
+    data = assemble(weighted, per_sample, samples, tokenized)
+    comp = weighted.filter(pl.col("completion"))
+    stats = {
+        **span_stats,
+        "samples": len(samples),
+        "tokens": weighted.height,
+        "completion_tokens": comp.height,
+        "sensitive_share": float(comp["c"].mean() or 0.0),
+        "masked_share": float(comp["masked"].mean() or 0.0),
+        "region_token_share": float(comp["region_id"].is_not_null().mean() or 0.0),
+        "mean_p": float(comp["p"].mean() or 0.0),
+        "sample_weight_min": float(per_sample["sample_weight"].min() or 0.0),  # type: ignore[arg-type]
+        "sample_weight_max": float(per_sample["sample_weight"].max() or 0.0),  # type: ignore[arg-type]
+        "samples_with_region": int((per_sample["R"] > 0).sum()),
+    }
+    return data, stats
+
+
+def _dedupe_key(text: str) -> str:
+    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
+
+
+def run_curate(cfg: CurateConfig) -> Path:
+    """Curate, write `out/`, and log the run to MLflow (inside the active run, if any)."""
+    if cfg.input:
+        raise NotImplementedStage(
+            "curating your own corpus (--input) comes with issue #4 (ingestion); for now curate "
+            "runs on the bundled seed corpus"
+        )
+    workdir = resolve_workdir(cfg.workdir)
+    out = Path(cfg.out) if cfg.out else workdir / "curated"
+    samples = seed_samples(cfg.split)
+    kept, report = run_filters(samples, key=lambda s: _dedupe_key(s.completion))
+    base = Path(cfg.base_model) if cfg.base_model else ensure_base_model(
+        base_model_dir(workdir), [t.reference + "\n" + t.solution for t in load_seed_tasks()]
+    )
+    tokenizer = load_tokenizer(base)
+    model = load_base_model(base).eval()
+    with Progress() as progress:
+        data, stats = curate_samples(kept, tokenizer, model, cfg, progress)
+    too_long = data.filter(pl.col("input_ids").list.len() > cfg.max_length)
+    report.remove("too_long", too_long["id"].to_list())
+    data = data.filter(pl.col("input_ids").list.len() <= cfg.max_length)
+    _write(out, data, cfg, report, stats, base, tokenizer.decode)
+    _log(cfg, out, data, report, stats, base)
+    return out
+
+
+def _write(out: Path, data: pl.DataFrame, cfg: CurateConfig, report: FilterReport,
+           stats: dict[str, Any], base: Path, decode: Any) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic.atomic_path(out / "data.parquet") as tmp:
+        data.write_parquet(tmp)
+    atomic.write_json(out / "cuset.json", asdict(cfg.cuset()))
+    atomic.write_json(out / "report.json", {"filters": report.as_dict(), "stats": stats, "base_model": str(base)})
+    atomic.write_text(out / "weights.html", weight_heatmap_html(data.head(4), decode))
+
+
+def _log(cfg: CurateConfig, out: Path, data: pl.DataFrame, report: FilterReport,
+         stats: dict[str, Any], base: Path) -> None:
+    if mlflow.active_run() is None:
+        return
+    mlflow.log_params({**config_to_params(cfg, "curate."), "curate.base_model_path": str(base)})
+    mlflow.log_metrics({f"curate.{k}": float(v) for k, v in stats.items()})
+    mlflow.log_metrics({f"curate.removed.{k}": float(len(v)) for k, v in report.removed.items()})
+    mlflow.log_table(report.table(), artifact_file="curate/filters.json")
+    dataset = mlflow.data.from_polars(  # type: ignore[attr-defined]
+        data.select("id", "task_id", "category", "sample_weight"), source=str(out / "data.parquet"),
+        name="curated",
+    )
+    mlflow.log_input(dataset, context="curate.output")
+    mlflow.log_artifacts(str(out), artifact_path="curate")

@@ -1,0 +1,21 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """y = relu(linear(x)) applied over the last dim of a (batch, seq, in_features) tensor."""
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(x))
+
+
+def get_inputs():
+    return [torch.randn(4, 31, 300)]
+
+
+def get_init_inputs():
+    return [300, 190]

@@ -1,0 +1,20 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Softmax over the last dimension."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(64, 12, 777) * 4.0]
+
+
+def get_init_inputs():
+    return []

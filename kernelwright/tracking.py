@@ -1,0 +1,49 @@
+"""MLflow wiring: the `kernelwright` experiment, nested stage runs and the model registry."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import mlflow
+from mlflow.tracking import MlflowClient
+
+from kernelwright.workdir import artifact_root, tracking_uri
+
+EXPERIMENT = "kernelwright"
+REGISTERED_MODEL = "kernelwright-coder"
+
+log = logging.getLogger(__name__)
+
+
+def setup_tracking(workdir: Path, experiment: str = EXPERIMENT) -> str:
+    """Point MLflow at the work directory's store (or MLFLOW_TRACKING_URI) and select the experiment.
+
+    Returns the experiment id. A new experiment keeps its artifacts in `<workdir>/mlartifacts`
+    when tracking is local; a remote server keeps its own artifact root.
+    """
+    uri = tracking_uri(workdir)
+    mlflow.set_tracking_uri(uri)
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        location = artifact_root(workdir).as_uri() if uri.startswith("sqlite:") else None
+        exp_id = client.create_experiment(experiment, artifact_location=location)
+    else:
+        exp_id = exp.experiment_id
+    mlflow.set_experiment(experiment_id=exp_id)
+    return exp_id
+
+
+@contextmanager
+def stage_run(name: str, tags: dict[str, str] | None = None) -> Iterator[mlflow.ActiveRun]:
+    """Start a run named for the stage, nested under the active run if there is one."""
+    nested = mlflow.active_run() is not None
+    with mlflow.start_run(run_name=name, nested=nested, tags={"kernelwright.stage": name, **(tags or {})}) as run:
+        yield run
+
+
+def set_alias(version: str, alias: str, name: str = REGISTERED_MODEL) -> None:
+    MlflowClient().set_registered_model_alias(name, alias, version)

@@ -1,0 +1,143 @@
+"""The base model: a user's local HF checkpoint, or a tiny one built here when none is given.
+
+    .venv/bin/python -m kernelwright.training.base_model   # builds ./.kernelwright/base-model
+
+The tiny model is what the embedded defaults train on a CPU: a byte-level BPE tokenizer trained
+with `tokenizers` on the seed corpus (ChatML special tokens and chat template), and a small
+Qwen2 model from `AutoConfig` with random weights, saved as an ordinary HF checkpoint folder.
+Either way the model is loaded by `load_base_model` through the same `from_pretrained` path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
+
+from kernelwright.atomic import write_dir
+from kernelwright.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+BOS, EOS, PAD = "<|endoftext|>", "<|im_end|>", "<|pad|>"
+SPECIAL_TOKENS = [BOS, "<|im_start|>", EOS, PAD]
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class TinyModelSpec:
+    """Shape of the locally built model. ~1.3M parameters at the defaults: trains on 2 CPU cores."""
+
+    vocab_size: int = 4096
+    hidden_size: int = 128
+    intermediate_size: int = 352
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    max_position_embeddings: int = 4096
+    seed: int = 0
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer (GPT-2 style pre-tokenisation) with ChatML special tokens."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD, unk_token=None
+    )
+    fast.chat_template = CHATML_TEMPLATE
+    return fast
+
+
+def build_tiny_model(out: Path, texts: Iterable[str], spec: TinyModelSpec = TinyModelSpec()) -> Path:
+    """Train the tokenizer, make a random-weight Qwen2 model, save both to `out` atomically."""
+    tokenizer = train_tokenizer(texts, spec.vocab_size)
+    config = AutoConfig.for_model(
+        "qwen2",
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads,
+        max_position_embeddings=spec.max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(spec.seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+
+    def fill(tmp: Path) -> None:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "kernelwright.json").write_text(json.dumps({"built_by": "kernelwright", "spec": spec.__dict__}))
+
+    write_dir(out, fill)
+    return out
+
+
+def ensure_base_model(path: Path, texts: Iterable[str]) -> Path:
+    """Reuse the checkpoint at `path` if it is one, else build the tiny model there."""
+    if (path / "config.json").is_file():
+        return path
+    log.info("building the tiny base model in %s", path)
+    return build_tiny_model(path, texts)
+
+
+def load_tokenizer(path: Path) -> PreTrainedTokenizerBase:
+    if not (path / "config.json").is_file() and not (path / "tokenizer_config.json").is_file():
+        raise UsageError(f"--base-model {path} is not a Hugging Face checkpoint folder (no config.json)")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if tokenizer.chat_template is None:
+        tokenizer.chat_template = CHATML_TEMPLATE
+    return tokenizer
+
+
+def load_base_model(path: Path, dtype: torch.dtype | None = None, device: str | None = None) -> PreTrainedModel:
+    """Load a causal LM from a local folder (never from a hub): bf16 on a GPU, fp32 on a CPU."""
+    if not (path / "config.json").is_file():
+        raise UsageError(f"--base-model {path} is not a Hugging Face checkpoint folder (no config.json)")
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = dtype or (torch.bfloat16 if device == "cuda" else torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
+    return model.to(device)
+
+
+if __name__ == "__main__":
+    from kernelwright.curation.seed import load_seed_tasks
+    from kernelwright.workdir import base_model_dir, resolve_workdir
+
+    logging.basicConfig(level=logging.INFO)
+    tasks = load_seed_tasks()
+    ensure_base_model(base_model_dir(resolve_workdir()), [t.reference + t.solution for t in tasks])

@@ -1,0 +1,49 @@
+"""Device code of a `load_inline` CUDA source, for NVRTC: the host half stripped with tree-sitter.
+
+Kept: preprocessor directives (but torch/ATen/c10/pybind11 includes), `__global__`/`__device__`
+functions (templated or not), type definitions, `__constant__`/`__device__` variables and other
+declarations that do not mention the torch API. Dropped: host functions (the launchers that take
+`torch::Tensor`), torch includes and `using` declarations of torch namespaces. A dropped torch
+include is replaced by `kw_torch_prelude.h`: the C and CUDA headers it makes visible to kernels.
+"""
+
+from __future__ import annotations
+
+import re
+
+import tree_sitter
+
+from kernelwright.curation.spans import _parser
+
+TORCH_INCLUDE = re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/|pybind11/|Python\.h)")
+TORCH_API = re.compile(r"\b(torch|at|c10|pybind11|py)::|\bTORCH_|\bAT_DISPATCH")
+
+
+def _is_device_fn(node: tree_sitter.Node) -> bool:
+    return any(c.type in ("__global__", "__device__") for c in node.children)
+
+
+def _keep(node: tree_sitter.Node) -> bool:
+    text = node.text.decode("utf-8", "replace") if node.text else ""
+    t = node.type
+    if t == "preproc_include":
+        return not TORCH_INCLUDE.search(text)
+    if t == "function_definition":
+        return _is_device_fn(node)
+    if t == "template_declaration":
+        fns = [c for c in node.named_children if c.type == "function_definition"]
+        return all(_is_device_fn(f) for f in fns) and (bool(fns) or not TORCH_API.search(text))
+    if t in ("declaration", "using_declaration", "alias_declaration", "namespace_definition", "expression_statement"):
+        return not TORCH_API.search(text) and "namespace torch" not in text
+    if t in ("preproc_ifdef", "preproc_if"):
+        return not TORCH_API.search(text)
+    return True
+
+
+def device_source(cuda_source: str) -> str:
+    """The parts of `cuda_source` NVRTC can compile: everything but the host-side torch glue."""
+    data = cuda_source.encode("utf-8")
+    root = _parser().parse(data).root_node
+    kept = [data[c.start_byte:c.end_byte].decode("utf-8", "replace") for c in root.children if _keep(c)]
+    prelude = ["#include <kw_torch_prelude.h>"] if TORCH_INCLUDE.search(cuda_source) else []
+    return "\n".join(prelude + kept) + "\n"

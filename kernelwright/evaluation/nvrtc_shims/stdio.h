@@ -1,0 +1,2 @@
+// kernelwright NVRTC shim: host-only header, empty for device code.
+#pragma once

@@ -56,7 +56,7 @@ class TrainConfig:
     )
     merge_lora: bool = field(default=False, metadata={"help": "Merge the adapter into the base weights at the end."})
     max_steps: int = field(default=300, metadata={"help": "Optimizer steps."})
-    learning_rate: float = field(default=2e-3, metadata={"help": "Peak learning rate (cosine decay, warm-up 5%)."})
+    learning_rate: float = field(default=2e-3, metadata={"help": "Peak learning rate (cosine decay after a warm-up of max_steps / 20)."})
     per_device_train_batch_size: int = field(default=4, metadata={"help": "Samples per device per micro-batch."})
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per optimizer step."})
     max_length: int | None = field(default=4096, metadata={"help": "Truncate sequences to this many tokens."})

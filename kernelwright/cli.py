@@ -1,0 +1,153 @@
+"""`kernelwright`: one command over every stage.
+
+    kernelwright pipeline | curate | train | evaluate | verify | serve | retrain | mlflow-server [--help]
+
+Exit status: 0 success, 1 failure, 2 bad input or a stage that is not available yet, 3 no CUDA
+device where one is required. Errors print one clear line, never a traceback (set
+KERNELWRIGHT_DEBUG=1 to see it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from rich.console import Console
+
+from kernelwright import __version__
+from kernelwright.config import parse_config
+from kernelwright.errors import KernelwrightError, NotImplementedStage
+
+console = Console(stderr=True)
+
+
+@dataclass
+class MlflowServerConfig:
+    """Config of `kernelwright mlflow-server`: a tracking + registry server over the work folder's store."""
+
+    workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
+    host: str = field(default="127.0.0.1", metadata={"help": "Interface to listen on."})
+    port: int = field(default=5000, metadata={"help": "TCP port."})
+
+
+def _pipeline(argv: Sequence[str]) -> int:
+    from kernelwright.pipeline import PipelineConfig, run_pipeline
+
+    cfg = parse_config(PipelineConfig, argv, "kernelwright pipeline", "Curate, train and evaluate on the defaults.")
+    result = run_pipeline(cfg)
+    console.print(f"[bold green]pipeline done[/] in {result.wall_s:.0f} s: run {result.run_id}, "
+                  f"{result.registered_model} version {result.version} (alias candidate), "
+                  f"compile rate {result.metrics.get('compile_rate', 0.0):.2f}, gpu_verified false")
+    console.print(f"tracking store: {result.tracking_uri}")
+    return 0
+
+
+def _curate(argv: Sequence[str]) -> int:
+    from kernelwright.curation.stage import CurateConfig, run_curate
+    from kernelwright.tracking import setup_tracking, stage_run
+    from kernelwright.workdir import resolve_workdir
+
+    cfg = parse_config(CurateConfig, argv, "kernelwright curate", "Curate a corpus into CuSeT-weighted Parquet.")
+    setup_tracking(resolve_workdir(cfg.workdir))
+    with stage_run("curate"):
+        out = run_curate(cfg)
+    console.print(f"[green]curated[/] -> {out}")
+    return 0
+
+
+def _train(argv: Sequence[str]) -> int:
+    import mlflow
+
+    from kernelwright.tracking import setup_tracking
+    from kernelwright.training.stage import TrainConfig, resume_run_id, run_train
+    from kernelwright.workdir import resolve_workdir
+
+    cfg = parse_config(TrainConfig, argv, "kernelwright train", "CuSeT-weighted SFT with TRL.")
+    setup_tracking(resolve_workdir(cfg.workdir))
+    run_id = resume_run_id(cfg)
+    with mlflow.start_run(run_id=run_id, run_name=None if run_id else "train",
+                          tags=None if run_id else {"kernelwright.stage": "train"}):
+        result = run_train(cfg)
+    console.print(f"[green]trained[/] -> {result.model_dir} (loss {result.train_loss:.3f}); "
+                  f"registered version {result.registered_version}")
+    return 0
+
+
+def _evaluate(argv: Sequence[str]) -> int:
+    from kernelwright.evaluation.stage import EvaluateConfig, run_evaluate
+    from kernelwright.tracking import setup_tracking, stage_run
+    from kernelwright.workdir import resolve_workdir
+
+    cfg = parse_config(EvaluateConfig, argv, "kernelwright evaluate", "Generate and check kernels.")
+    setup_tracking(resolve_workdir(cfg.workdir))
+    with stage_run("evaluate"):
+        metrics = run_evaluate(cfg)
+    console.print({k: round(v, 4) for k, v in metrics.items()})
+    return 0
+
+
+def _mlflow_server(argv: Sequence[str]) -> int:
+    from kernelwright.workdir import artifact_root, resolve_workdir, tracking_uri
+
+    cfg = parse_config(MlflowServerConfig, argv, "kernelwright mlflow-server", "Serve the MLflow UI and registry.")
+    workdir = resolve_workdir(cfg.workdir)
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", tracking_uri(workdir),
+           "--default-artifact-root", artifact_root(workdir).as_uri(), "--host", cfg.host, "--port", str(cfg.port)]
+    console.print(f"MLflow UI on http://{cfg.host}:{cfg.port} (store {tracking_uri(workdir)})")
+    return subprocess.call(cmd)
+
+
+def _not_yet(name: str, issue: str) -> Callable[[Sequence[str]], int]:
+    def run(argv: Sequence[str]) -> int:
+        raise NotImplementedStage(f"`kernelwright {name}` is not available yet: it comes with {issue}")
+
+    return run
+
+
+COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
+    "pipeline": (_pipeline, "curate -> train -> evaluate on the embedded defaults, tracked in MLflow"),
+    "curate": (_curate, "ingest, filter and CuSeT-score a corpus into Parquet"),
+    "train": (_train, "CuSeT-weighted SFT (TRL), logged and registered in MLflow"),
+    "evaluate": (_evaluate, "generate for held-out problems and check the kernels"),
+    "verify": (_not_yet("verify", "issue #3 (GPU verification)"), "verify one candidate against one problem"),
+    "serve": (_not_yet("serve", "the serving issue (not filed yet)"), "serve the registered model over HTTP"),
+    "retrain": (_not_yet("retrain", "the retraining issue (not filed yet)"), "the scheduled retraining job"),
+    "mlflow-server": (_mlflow_server, "MLflow tracking + registry server over the work folder"),
+}
+
+
+def _usage() -> str:
+    rows = "\n".join(f"  {name:<14} {desc}" for name, (_, desc) in COMMANDS.items())
+    return f"usage: kernelwright <command> [options]\n\ncommands:\n{rows}\n\n`kernelwright <command> --help` for options."
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=os.environ.get("KERNELWRIGHT_LOG", "WARNING"))
+    if not args or args[0] in ("-h", "--help"):
+        print(_usage())  # noqa: T201 (CLI output)
+        return 0 if args else 2
+    if args[0] == "--version":
+        print(__version__)  # noqa: T201
+        return 0
+    if args[0] not in COMMANDS:
+        console.print(f"kernelwright: unknown command {args[0]!r}\n{_usage()}")
+        return 2
+    try:
+        return COMMANDS[args[0]][0](args[1:])
+    except KernelwrightError as exc:
+        if os.environ.get("KERNELWRIGHT_DEBUG"):
+            raise
+        console.print(f"[red]kernelwright {args[0]}: error:[/] {exc}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        console.print("interrupted: checkpoints written so far are kept; run the same command to resume")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

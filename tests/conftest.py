@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "false")
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A tiny base model built once per test session from the seed corpus."""
+    from kernelwright.curation.seed import load_seed_tasks
+    from kernelwright.training.base_model import TinyModelSpec, build_tiny_model
+
+    texts = [t.reference + "\n" + t.solution for t in load_seed_tasks()]
+    spec = TinyModelSpec(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=1)
+    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny", texts, spec)

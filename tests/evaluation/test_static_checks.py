@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from kernelwright.evaluation.static_checks import check_source
+
+GOOD = '''
+from torch.utils.cpp_extension import load_inline
+src = r"""__global__ void k(float* x) { x[0] = 1; }
+torch::Tensor run(torch::Tensor x) { k<<<1, 1>>>(x.data_ptr<float>()); return x; }"""
+ext = load_inline(name="e", cpp_sources="", cuda_sources=src, functions=["run"])
+class ModelNew:
+    def __init__(self):
+        self.w = torch.randn(3)
+    def forward(self, x):
+        return ext.run(x.contiguous())
+'''
+
+
+def test_honest_candidate_passes() -> None:
+    r = check_source(GOOD)
+    assert r.ok, r.details
+    assert (r.kernels, r.launches) == (1, 1)
+
+
+def test_try_except_fallback_is_flagged() -> None:
+    bad = GOOD.replace("        return ext.run(x.contiguous())",
+                       "        try:\n            return ext.run(x)\n        except Exception:\n            return x * 2")
+    assert "fallback_try_except" in check_source(bad).reasons
+
+
+def test_torch_compute_op_is_flagged() -> None:
+    bad = GOOD.replace("return ext.run(x.contiguous())", "return torch.matmul(x, x)")
+    assert check_source(bad).reasons == ["fallback_torch_op"]
+    bad2 = GOOD.replace("return ext.run(x.contiguous())", "return x.softmax(-1)")
+    assert check_source(bad2).reasons == ["fallback_torch_op"]
+
+
+def test_missing_kernel_and_model_new() -> None:
+    assert "no_kernel" in check_source("class ModelNew:\n    pass\n").reasons
+    assert "no_model_new" in check_source(GOOD.replace("ModelNew", "Other")).reasons
+    assert check_source("def f(:\n").reasons == ["syntax_error"]

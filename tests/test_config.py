@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelwright.cli import main
+from kernelwright.config import parse_config
+from kernelwright.errors import UsageError
+from kernelwright.training.stage import TrainConfig
+
+
+def test_yaml_then_flags_override(tmp_path: Path) -> None:
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text("max_steps: 7\nlearning_rate: 0.5\nweighting: token\n")
+    cfg = parse_config(TrainConfig, ["--config", str(cfg_file), "--max-steps", "9"], "t")
+    assert (cfg.max_steps, cfg.learning_rate, cfg.weighting) == (9, 0.5, "token")
+
+
+def test_unknown_yaml_key_names_it(tmp_path: Path) -> None:
+    cfg_file = tmp_path / "bad.yaml"
+    cfg_file.write_text("max_steps: 3\nlearning_rat: 0.1\n")
+    with pytest.raises(UsageError, match="'learning_rat'"):
+        parse_config(TrainConfig, ["--config", str(cfg_file)], "t")
+
+
+def test_cli_unknown_yaml_key_exits_2(tmp_path: Path, capsys) -> None:
+    cfg_file = tmp_path / "bad.yaml"
+    cfg_file.write_text("bogus_key: 1\n")
+    assert main(["train", "--config", str(cfg_file)]) == 2
+    assert "bogus_key" in capsys.readouterr().err
+
+
+def test_cli_unknown_flag_exits_2(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--no-such-flag"])
+    assert exc.value.code == 2
+    assert "--no-such-flag" in capsys.readouterr().err
+
+
+def test_invalid_value_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="weighting"):
+        parse_config(TrainConfig, ["--weighting", "heavy"], "t")
+
+
+def test_missing_config_file_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="not found"):
+        parse_config(TrainConfig, ["--config", str(tmp_path / "nope.yaml")], "t")
+
+
+@pytest.mark.parametrize("command", ["verify", "serve", "retrain"])
+def test_unavailable_stages_say_so_and_exit_2(command: str, capsys) -> None:
+    assert main([command]) == 2
+    assert "not available yet" in capsys.readouterr().err
+
+
+def test_unknown_command_exits_2(capsys) -> None:
+    assert main(["frobnicate"]) == 2

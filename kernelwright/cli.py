@@ -122,7 +122,8 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
 
 def _usage() -> str:
     rows = "\n".join(f"  {name:<14} {desc}" for name, (_, desc) in COMMANDS.items())
-    return f"usage: kernelwright <command> [options]\n\ncommands:\n{rows}\n\n`kernelwright <command> --help` for options."
+    return (f"usage: kernelwright <command> [options]\n\ncommands:\n{rows}\n\n"
+            "`kernelwright <command> --help` for options.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

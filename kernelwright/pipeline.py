@@ -56,17 +56,17 @@ def run_pipeline(cfg: PipelineConfig) -> PipelineResult:
     start = time.perf_counter()
     workdir = resolve_workdir(cfg.workdir)
     setup_tracking(workdir)
-    common = {"workdir": str(workdir), "base_model": cfg.base_model}
     with stage_run("pipeline") as parent:
         mlflow.log_params(config_to_params(cfg, "pipeline."))
         with stage_run("curate"):
-            data_dir = run_curate(CurateConfig(split="train", max_length=cfg.max_length, **common))
+            data_dir = run_curate(CurateConfig(split="train",
+                                                  workdir=str(workdir), base_model=cfg.base_model))
         with stage_run("train"):
             trained = run_train(TrainConfig(
                 data=str(data_dir), weighting=cfg.weighting, max_steps=cfg.max_steps,
                 per_device_train_batch_size=cfg.per_device_train_batch_size, learning_rate=cfg.learning_rate,
                 max_length=cfg.max_length, lora=cfg.lora, merge_lora=cfg.lora, seed=cfg.seed,
-                save_steps=max(cfg.max_steps // 3, 1), **common,
+                save_steps=max(cfg.max_steps // 3, 1), workdir=str(workdir), base_model=cfg.base_model,
             ))
         with stage_run("evaluate"):
             metrics = run_evaluate(EvaluateConfig(

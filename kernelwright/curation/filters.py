@@ -11,8 +11,11 @@ from kernelwright.prompting import extract_code
 
 
 class HasCompletion(Protocol):
-    id: str
-    completion: str
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def completion(self) -> str: ...
 
 
 S = TypeVar("S", bound=HasCompletion)

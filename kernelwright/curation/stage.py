@@ -66,7 +66,8 @@ class CurateConfig:
     tau_low: float = field(default=0.5, metadata={"help": "p_t below this is low confidence."})
     region_gap: int = field(default=2, metadata={"help": "Low-confidence sensitive runs this many tokens apart merge."})
     rho_max: float = field(
-        default=0.5, metadata={"help": "Masked share of confident boilerplate = rho_max * share of high tokens; 0: off."}
+        default=0.5,
+        metadata={"help": "Masked share of confident boilerplate = rho_max * share of high tokens; 0: off."},
     )
     alpha: float = field(default=1.0, metadata={"help": "Weight of sensitive high-confidence tokens (1: neutral)."})
     region_lambda: float = field(default=1.0, metadata={"help": "Strength of region-aware sample weighting; 0: off."})
@@ -262,6 +263,8 @@ def run_curate(cfg: CurateConfig) -> Path:
     too_long = data.filter(pl.col("input_ids").list.len() > cfg.max_length)
     report.remove("too_long", too_long["id"].to_list())
     data = data.filter(pl.col("input_ids").list.len() <= cfg.max_length)
+    if data.is_empty():
+        raise UsageError(f"no sample is left after filtering ({report.as_dict()['removed']}); nothing to write")
     _write(out, data, cfg, report, stats, base, tokenizer.decode)
     _log(cfg, out, data, report, stats, base)
     return out

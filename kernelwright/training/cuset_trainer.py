@@ -78,8 +78,8 @@ class CusetSFTTrainer(SFTTrainer):
 
     def _set_signature_columns_if_needed(self) -> None:
         super()._set_signature_columns_if_needed()
-        assert self._signature_columns is not None
-        self._signature_columns = [*self._signature_columns, *WEIGHT_COLUMNS]
+        columns: list[str] = list(self._signature_columns or [])  # type: ignore[has-type]
+        self._signature_columns = [*columns, *WEIGHT_COLUMNS]
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         mode = "train" if self.model.training else "eval"

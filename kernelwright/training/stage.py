@@ -40,7 +40,9 @@ RUN_ID_FILE = "mlflow_run_id.txt"
 class TrainConfig:
     """Config of `kernelwright train`."""
 
-    data: str | None = field(default=None, metadata={"help": "Curated folder (data.parquet). None: <workdir>/curated."})
+    data: str | None = field(
+        default=None, metadata={"help": "Curated folder (data.parquet). None: <workdir>/curated."}
+    )
     base_model: str | None = field(
         default=None, metadata={"help": "Local HF checkpoint to fine-tune. None: the tiny local model."}
     )
@@ -56,14 +58,16 @@ class TrainConfig:
     )
     merge_lora: bool = field(default=False, metadata={"help": "Merge the adapter into the base weights at the end."})
     max_steps: int = field(default=300, metadata={"help": "Optimizer steps."})
-    learning_rate: float = field(default=2e-3, metadata={"help": "Peak learning rate (cosine decay after a warm-up of max_steps / 20)."})
+    learning_rate: float = field(default=2e-3, metadata={"help": "Peak LR (warm-up max_steps/20, then cosine)."})
     per_device_train_batch_size: int = field(default=4, metadata={"help": "Samples per device per micro-batch."})
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per optimizer step."})
     max_length: int | None = field(default=4096, metadata={"help": "Truncate sequences to this many tokens."})
     seed: int = field(default=0, metadata={"help": "Seed of data order, init of LoRA and dropout."})
     logging_steps: int = field(default=10, metadata={"help": "Log metrics every N steps."})
     save_steps: int = field(default=100, metadata={"help": "Checkpoint every N steps (for resume)."})
-    output_dir: str | None = field(default=None, metadata={"help": "Checkpoints and final model. None: <workdir>/train."})
+    output_dir: str | None = field(
+        default=None, metadata={"help": "Checkpoints and final model. None: <workdir>/train."}
+    )
     workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
     register: bool = field(default=True, metadata={"help": "Register the model in the MLflow registry."})
     registered_model: str = field(default=REGISTERED_MODEL, metadata={"help": "Registered model name."})

@@ -22,8 +22,8 @@ def test_honest_candidate_passes() -> None:
 
 
 def test_try_except_fallback_is_flagged() -> None:
-    bad = GOOD.replace("        return ext.run(x.contiguous())",
-                       "        try:\n            return ext.run(x)\n        except Exception:\n            return x * 2")
+    fallback = "        try:\n            return ext.run(x)\n        except Exception:\n            return x * 2"
+    bad = GOOD.replace("        return ext.run(x.contiguous())", fallback)
     assert "fallback_try_except" in check_source(bad).reasons
 
 

@@ -1,0 +1,52 @@
+"""End to end on the CPU: the pipeline's MLflow runs, registry version and alias."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from kernelwright.pipeline import PipelineConfig, run_pipeline
+from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL
+
+
+def _check_store(uri: str, run_id: str) -> None:
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    assert exp is not None
+    children = client.search_runs([exp.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{run_id}'")
+    assert sorted(r.info.run_name for r in children) == ["curate", "evaluate", "train"]
+    by_name = {r.info.run_name: r for r in children}
+    assert by_name["train"].data.metrics["train_loss"] > 0
+    assert by_name["train"].data.params["cuset.tau_high"] == "0.9"
+    assert "evaluate.compile_rate" in by_name["evaluate"].data.metrics
+    assert by_name["evaluate"].data.tags["gpu_verified"] == "false"
+    assert by_name["curate"].data.metrics["curate.samples"] > 0
+    version = client.get_model_version_by_alias(REGISTERED_MODEL, "candidate")
+    assert version.run_id == by_name["train"].info.run_id
+
+
+@pytest.mark.slow
+def test_pipeline_default_store(tmp_path: Path, tiny_model_dir: Path, monkeypatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cfg = PipelineConfig(workdir=str(tmp_path / "kw"), base_model=str(tiny_model_dir), max_steps=3,
+                         max_new_tokens=8, max_length=512)
+    result = run_pipeline(cfg)
+    assert result.tracking_uri == f"sqlite:///{tmp_path / 'kw' / 'mlflow.db'}"
+    assert result.version == "1"
+    _check_store(result.tracking_uri, result.run_id)
+    assert (tmp_path / "kw" / "curated" / "data.parquet").is_file()
+    assert (tmp_path / "kw" / "evaluate" / "results.json").is_file()
+
+
+@pytest.mark.slow
+def test_pipeline_honours_mlflow_tracking_uri(tmp_path: Path, tiny_model_dir: Path, monkeypatch) -> None:
+    uri = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    cfg = PipelineConfig(workdir=str(tmp_path / "kw"), base_model=str(tiny_model_dir), max_steps=2,
+                         max_new_tokens=8, max_length=512)
+    result = run_pipeline(cfg)
+    assert result.tracking_uri == uri
+    assert not (tmp_path / "kw" / "mlflow.db").exists()
+    _check_store(uri, result.run_id)

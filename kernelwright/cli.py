@@ -38,7 +38,8 @@ def _pipeline(argv: Sequence[str]) -> int:
     from kernelwright.pipeline import PipelineConfig, run_pipeline
 
     cfg = parse_config(PipelineConfig, argv, "kernelwright pipeline", "Curate, train and evaluate on the defaults.")
-    result = run_pipeline(cfg)
+    stages = iter(range(1, 4))
+    result = run_pipeline(cfg, lambda name: console.rule(f"[bold]{next(stages)}/3 {name}"))
     console.print(f"[bold green]pipeline done[/] in {result.wall_s:.0f} s: run {result.run_id}, "
                   f"{result.registered_model} version {result.version} (alias candidate), "
                   f"compile rate {result.metrics.get('compile_rate', 0.0):.2f}, gpu_verified false")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import mlflow
@@ -52,15 +53,18 @@ class PipelineResult:
     metrics: dict[str, float]
 
 
-def run_pipeline(cfg: PipelineConfig) -> PipelineResult:
+def run_pipeline(cfg: PipelineConfig, on_stage: Callable[[str], None] = lambda name: None) -> PipelineResult:
+    """Run the three stages; `on_stage(name)` is called as each one starts (for progress output)."""
     start = time.perf_counter()
     workdir = resolve_workdir(cfg.workdir)
     setup_tracking(workdir)
     with stage_run("pipeline") as parent:
         mlflow.log_params(config_to_params(cfg, "pipeline."))
+        on_stage("curate")
         with stage_run("curate"):
             data_dir = run_curate(CurateConfig(split="train",
                                                   workdir=str(workdir), base_model=cfg.base_model))
+        on_stage("train")
         with stage_run("train"):
             trained = run_train(TrainConfig(
                 data=str(data_dir), weighting=cfg.weighting, max_steps=cfg.max_steps,
@@ -68,6 +72,7 @@ def run_pipeline(cfg: PipelineConfig) -> PipelineResult:
                 max_length=cfg.max_length, lora=cfg.lora, merge_lora=cfg.lora, seed=cfg.seed,
                 save_steps=max(cfg.max_steps // 3, 1), workdir=str(workdir), base_model=cfg.base_model,
             ))
+        on_stage("evaluate")
         with stage_run("evaluate"):
             metrics = run_evaluate(EvaluateConfig(
                 model=str(trained.model_dir), samples=cfg.samples, max_new_tokens=cfg.max_new_tokens,

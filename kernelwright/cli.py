@@ -15,12 +15,13 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rich.console import Console
 
 from kernelwright import __version__
 from kernelwright.config import parse_config
-from kernelwright.errors import KernelwrightError, NotImplementedStage
+from kernelwright.errors import KernelwrightError, NotImplementedStage, UsageError
 
 console = Console(stderr=True)
 
@@ -91,6 +92,23 @@ def _evaluate(argv: Sequence[str]) -> int:
     return 0
 
 
+def _verify(argv: Sequence[str]) -> int:
+    from kernelwright.evaluation.verify import VerifyConfig, exit_code, verify_one, write_json
+
+    cfg = parse_config(VerifyConfig, argv, "kernelwright verify", "Verify one candidate against one problem.")
+    if not cfg.problem or not cfg.candidate:
+        raise UsageError("verify needs --problem P.py and --candidate C.py")
+    verdict = verify_one(cfg)
+    if cfg.json:
+        write_json(verdict, Path(cfg.json))
+    colour = "green" if verdict.correct else "red"
+    console.print(f"[bold {colour}]{verdict.status}[/] ({verdict.reason}) {verdict.detail}")
+    if verdict.runtime_ms is not None:
+        console.print(f"runtime {verdict.runtime_ms:.4f} ms, reference {verdict.ref_runtime_ms:.4f} ms, "
+                      f"speedup {verdict.speedup:.3f}x, custom kernel share {verdict.custom_kernel_time_share}")
+    return exit_code(verdict)
+
+
 def _mlflow_server(argv: Sequence[str]) -> int:
     from kernelwright.workdir import artifact_root, resolve_workdir, tracking_uri
 
@@ -114,7 +132,7 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "curate": (_curate, "ingest, filter and CuSeT-score a corpus into Parquet"),
     "train": (_train, "CuSeT-weighted SFT (TRL), logged and registered in MLflow"),
     "evaluate": (_evaluate, "generate for held-out problems and check the kernels"),
-    "verify": (_not_yet("verify", "issue #3 (GPU verification)"), "verify one candidate against one problem"),
+    "verify": (_verify, "verify one candidate against one problem (GPU; --static anywhere)"),
     "serve": (_not_yet("serve", "the serving issue (not filed yet)"), "serve the registered model over HTTP"),
     "retrain": (_not_yet("retrain", "the retraining issue (not filed yet)"), "the scheduled retraining job"),
     "mlflow-server": (_mlflow_server, "MLflow tracking + registry server over the work folder"),

@@ -5,7 +5,10 @@ One implementation, shared by curation (filters) and evaluation (`verify --stati
   `<<<...>>>` launch of one;
 - `fallback_try_except`: `ModelNew` wraps work in try/except (the classic silent fallback);
 - `fallback_torch_op`: `ModelNew`'s methods call PyTorch compute ops (matmul, conv, F.*, ...)
-  instead of the custom kernels. Allocation, views and dtype/device moves are allowed.
+  instead of the custom kernels. Allocation, views and dtype/device moves are allowed. (Python
+  operators on tensors, `x * 2`, cannot be told apart statically: the profiler check catches them.)
+- `harness_tampering`: assignments to attributes of `torch`, `time`, `ctypes` or `builtins`
+  (patching timers, events, comparison functions) anywhere in the file.
 """
 
 from __future__ import annotations
@@ -99,6 +102,24 @@ def _check_model_new(cls: ast.ClassDef, report: StaticReport) -> None:
             report.flag("fallback_torch_op", f"line {node.lineno}: calls .{attr}()")
 
 
+TAMPER_ROOTS = frozenset({"torch", "time", "ctypes", "builtins", "sys", "F", "nn"})
+
+
+def _check_tampering(tree: ast.Module, report: StaticReport) -> None:
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and _dotted(node.func) == "setattr" and node.args:
+            targets = [node.args[0]]
+        for t in targets:
+            root = _dotted(t).split(".")[0]
+            if root in TAMPER_ROOTS and (isinstance(t, ast.Attribute) or isinstance(node, ast.Call)):
+                report.flag("harness_tampering", f"line {node.lineno}: assigns to {_dotted(t)}")
+
+
 def check_source(source: str) -> StaticReport:
     """Run every static check on a candidate's Python source."""
     report = StaticReport()
@@ -107,6 +128,7 @@ def check_source(source: str) -> StaticReport:
     except SyntaxError as exc:
         report.flag("syntax_error", f"line {exc.lineno}: {exc.msg}")
         return report
+    _check_tampering(tree, report)
     _check_kernels(tree, report)
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"]
     if not classes:

@@ -1,0 +1,168 @@
+"""Verify candidates against problems: static checks here, everything else in a worker process.
+
+    kernelwright verify --problem P.py --candidate C.py [--json OUT] [--static]
+
+Exit status: 0 correct, 1 incorrect or rejected (or any failure of the candidate), 2 bad input,
+3 no CUDA device (unless --static).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kernelwright import atomic
+from kernelwright.errors import NoCudaDevice, UsageError
+from kernelwright.evaluation.problems import parse_problem_source
+from kernelwright.evaluation.static_checks import check_source
+from kernelwright.evaluation.verdict import Verdict
+from kernelwright.evaluation.worker import Spec
+
+
+@dataclass
+class VerifyConfig:
+    """Config of `kernelwright verify`."""
+
+    problem: str = field(default="", metadata={"help": "KernelBench-style problem file (Model, get_inputs, ...)."})
+    candidate: str = field(default="", metadata={"help": "Candidate file defining ModelNew."})
+    json: str | None = field(default=None, metadata={"help": "Write the verdict as JSON here."})
+    static: bool = field(default=False, metadata={"help": "Static checks only (any machine, no GPU)."})
+    timeout_s: float = field(default=300.0, metadata={"help": "Wall-clock limit of the worker, build included."})
+    seeds: int = field(default=2, metadata={"help": "Seeds per input distribution."})
+    timing: bool = field(default=True, metadata={"help": "Time candidate and reference; off: correctness only."})
+    compile_baseline: bool = field(default=True, metadata={"help": "Also time torch.compile of the reference."})
+    memory_fraction: float = field(default=0.5, metadata={"help": "Share of GPU memory the worker may allocate."})
+    build_cache: str | None = field(
+        default=None, metadata={"help": "Folder of content-hashed builds. None: ~/.cache/kernelwright/builds."}
+    )
+
+
+def _default_cache() -> str:
+    return str(Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kernelwright" / "builds")
+
+
+def read_inputs(problem: Path, candidate: Path) -> str:
+    """Check both files exist and parse; return the candidate's source. Bad input: UsageError."""
+    for path, what in ((problem, "problem"), (candidate, "candidate")):
+        if not path.is_file():
+            raise UsageError(f"{what} file not found: {path}")
+    parse_problem_source(problem.read_text(encoding="utf-8"), problem)
+    source = candidate.read_text(encoding="utf-8")
+    try:
+        compile(source, str(candidate), "exec")
+    except SyntaxError as exc:
+        raise UsageError(f"candidate {candidate} is not valid Python (line {exc.lineno}: {exc.msg})") from None
+    return source
+
+
+def static_verdict(source: str) -> Verdict | None:
+    """A rejection from the static checks, or None when they pass."""
+    report = check_source(source)
+    if report.ok:
+        return None
+    return Verdict.of(report.reasons[0], "; ".join(report.details))
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _death_verdict(returncode: int, state: dict, elapsed: float) -> Verdict:
+    phase = state.get("phase", "start")
+    compile_s = state.get("compile_s")
+    if returncode < 0:
+        name = signal.Signals(-returncode).name
+        return Verdict.of("crash", f"worker killed by {name} during {phase}", compile_s=compile_s)
+    return Verdict.of("exit_called", f"worker exited ({returncode}) during {phase} without a verdict",
+                      compile_s=compile_s)
+
+
+def run_worker(spec: Spec, timeout_s: float) -> Verdict:
+    """Run one worker process; a hang, crash or early exit becomes the verdict."""
+    with tempfile.TemporaryDirectory(prefix="kw_verify_") as tmp:
+        spec_path = Path(tmp) / "spec.json"
+        spec.result = str(Path(tmp) / "result.json")
+        spec_path.write_text(json.dumps(asdict(spec)))
+        cmd = [sys.executable, "-m", "kernelwright.evaluation.worker", str(spec_path)]
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            _, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            state = _read_state(Path(spec.result))
+            return Verdict.of("timeout", f"over {timeout_s:.0f} s during {state.get('phase', 'start')}",
+                              compile_s=state.get("compile_s"))
+        state = _read_state(Path(spec.result))
+        if "verdict" in state:
+            return Verdict.from_json(state["verdict"])
+        verdict = _death_verdict(proc.returncode, state, time.perf_counter() - start)
+        verdict.detail += f"; stderr: {err.decode(errors='replace')[-800:]}" if err else ""
+        return verdict
+
+
+def _read_state(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def make_spec(cfg: VerifyConfig, lock: str | None = None) -> Spec:
+    return Spec(problem=str(Path(cfg.problem).resolve()), candidate=str(Path(cfg.candidate).resolve()), result="",
+                seeds=tuple(range(cfg.seeds)), timing=cfg.timing, compile_baseline=cfg.compile_baseline,
+                memory_fraction=cfg.memory_fraction, build_cache=cfg.build_cache or _default_cache(),
+                timing_lock=lock)
+
+
+def verify_one(cfg: VerifyConfig) -> Verdict:
+    source = read_inputs(Path(cfg.problem), Path(cfg.candidate))
+    rejected = static_verdict(source)
+    if rejected is not None:
+        return rejected
+    if cfg.static:
+        return Verdict(status="correct", reason="static_ok", static_only=True,
+                       detail="static checks passed; not run on a GPU (--static)")
+    if not cuda_available():
+        raise NoCudaDevice("no CUDA device on this machine: run with --static for the static checks alone")
+    return run_worker(make_spec(cfg), cfg.timeout_s)
+
+
+def verify_many(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
+    """Many candidates: builds and correctness overlap across `jobs` workers; timing is one at a time."""
+    with tempfile.NamedTemporaryFile(prefix="kw_timing_", suffix=".lock", delete=False) as lock:
+        lock_path = lock.name
+
+    def one(cfg: VerifyConfig) -> Verdict:
+        try:
+            source = read_inputs(Path(cfg.problem), Path(cfg.candidate))
+        except UsageError as exc:
+            return Verdict.of("exception", str(exc))
+        rejected = static_verdict(source)
+        return rejected or run_worker(make_spec(cfg, lock_path), cfg.timeout_s)
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            return list(pool.map(one, cfgs))
+    finally:
+        Path(lock_path).unlink(missing_ok=True)
+
+
+def write_json(verdict: Verdict, dest: Path) -> None:
+    atomic.write_json(dest, verdict.to_json())
+
+
+def exit_code(verdict: Verdict) -> int:
+    return 0 if verdict.correct else 1

@@ -1,0 +1,589 @@
+"""The verification worker: one candidate, one problem, one fresh process (and CUDA context).
+
+    python -m kernelwright.evaluation.worker SPEC.json      # started by kernelwright.evaluation.verify
+
+SPEC.json names the problem, the candidate, the result file and the protocol options. The worker
+writes its progress (`phase`) and finally its verdict to the result file, atomically, so that the
+parent can tell where a worker that died (crash, `os._exit`, timeout) was. Protocol:
+../shared/design/verification.md; the reason codes are in `kernelwright.evaluation.verdict`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import re
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kernelwright.evaluation.verdict import ShapeResult, Verdict
+
+DISTRIBUTIONS = ("default", "signed", "heavy_tailed", "small")
+KERNEL_NAME = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>\s\*]*?\b(\w+)\s*\(")
+
+
+class Rejected(Exception):
+    """Raised inside the worker to end verification with a verdict."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason, self.detail = reason, detail
+
+
+@dataclass
+class Spec:
+    problem: str
+    candidate: str
+    result: str
+    seeds: tuple[int, ...] = (0, 1)
+    timing: bool = True
+    compile_baseline: bool = True
+    min_trials: int = 10
+    max_trials: int = 100
+    timing_budget_s: float = 1.0
+    build_cache: str | None = None
+    timing_lock: str | None = None
+    memory_fraction: float = 0.5
+    min_custom_share: float = 0.5
+    peak_flops: dict[str, float] | None = None
+    peak_bytes_per_s: float = 4.3e12
+    launch_floor_ms: float = 0.002
+    build_only: bool = False
+
+
+class Progress:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.state: dict[str, Any] = {"phase": "start"}
+
+    def write(self, **fields: Any) -> None:
+        self.state.update(fields)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, default=str))
+        os.replace(tmp, self.path)
+
+
+# ---------------------------------------------------------------- isolation and build
+
+
+def _no_network() -> None:
+    """No network for the candidate: a new network namespace where allowed, and no sockets."""
+    if hasattr(os, "unshare"):
+        with contextlib.suppress(OSError):
+            os.unshare(os.CLONE_NEWNET)  # type: ignore[attr-defined]
+
+    def refuse(*_a: Any, **_k: Any) -> Any:
+        raise PermissionError("network access is disabled during verification")
+
+    socket.socket = refuse  # type: ignore[assignment,misc]
+    socket.create_connection = refuse  # type: ignore[assignment]
+
+
+def _patch_load_inline(cache: str | None) -> None:
+    """Cheaper `load_inline` builds that compute the same thing.
+
+    - a build folder per content hash (a second candidate with the same sources is not rebuilt);
+    - only the present GPU's architecture (TORCH_CUDA_ARCH_LIST);
+    - the .cu file includes `torch/types.h` instead of `torch/extension.h` (no pybind11, no
+      autograd API: half the host parse), retried with the original header if that fails;
+    - a precompiled `torch/extension.h` for the C++ bindings file (`use_pch`).
+    """
+    import torch
+    import torch.utils.cpp_extension as ext
+
+    major, minor = torch.cuda.get_device_capability()
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", f"{major}.{minor}")
+    original = ext.load_inline
+
+    def load_inline(name: str, cpp_sources: Any, cuda_sources: Any = None, **kw: Any) -> Any:
+        sources = json.dumps([name, cpp_sources, cuda_sources, kw.get("functions"), kw.get("extra_cuda_cflags"),
+                              kw.get("extra_cflags"), os.environ["TORCH_CUDA_ARCH_LIST"]], default=str)
+        digest = hashlib.sha256(sources.encode()).hexdigest()[:20]
+        if cache and not kw.get("build_directory"):
+            kw["build_directory"] = str(Path(cache) / digest)
+            Path(kw["build_directory"]).mkdir(parents=True, exist_ok=True)
+        kw.setdefault("use_pch", True)
+        slim = _slim_cuda(cuda_sources)
+        if slim is not None:
+            try:
+                return original(name, cpp_sources, slim, **kw)
+            except Exception:  # noqa: BLE001 - the slim header was not enough: build as written
+                pass
+        return original(name, cpp_sources, cuda_sources, **kw)
+
+    ext.load_inline = load_inline  # type: ignore[assignment]
+
+
+def _slim_cuda(cuda_sources: Any) -> Any:
+    def slim(src: str) -> str:
+        return src.replace("#include <torch/extension.h>", "#include <torch/types.h>")
+
+    if isinstance(cuda_sources, str) and "torch/extension.h" in cuda_sources:
+        return slim(cuda_sources)
+    if isinstance(cuda_sources, list) and any("torch/extension.h" in s for s in cuda_sources):
+        return [slim(s) for s in cuda_sources]
+    return None
+
+
+def _import_file(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise Rejected("exception", f"cannot import {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# ---------------------------------------------------------------- the harness guard (class 7)
+
+
+class HarnessGuard:
+    """Identity of every timer, event and comparison function the harness relies on."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.watched = {
+            "torch.cuda.Event": (torch.cuda, "Event"),
+            "torch.cuda.Event.record": (torch.cuda.Event, "record"),
+            "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time"),
+            "torch.cuda.synchronize": (torch.cuda, "synchronize"),
+            "torch.cuda.Stream.synchronize": (torch.cuda.Stream, "synchronize"),
+            "torch.allclose": (torch, "allclose"),
+            "torch.equal": (torch, "equal"),
+            "torch.Tensor.clone": (torch.Tensor, "clone"),
+            "time.perf_counter": (time, "perf_counter"),
+            "ctypes.CDLL": (ctypes, "CDLL"),
+            "worker._compare": (sys.modules[__name__], "_compare"),
+            "worker.Timer": (sys.modules[__name__], "Timer"),
+        }
+        self.ids = {k: id(getattr(obj, attr)) for k, (obj, attr) in self.watched.items()}
+
+    def check(self) -> None:
+        changed = [k for k, (obj, attr) in self.watched.items() if id(getattr(obj, attr)) != self.ids[k]]
+        if changed:
+            raise Rejected("harness_tampering", f"replaced: {', '.join(changed)}")
+
+
+# ---------------------------------------------------------------- CUDA runtime access
+
+
+def _cudart() -> ctypes.CDLL:
+    """The CUDA runtime this process (torch and the candidate's extension) already loaded."""
+    with open("/proc/self/maps") as maps:
+        paths = sorted({line.split()[-1] for line in maps if "libcudart" in line and line.split()[-1].startswith("/")})
+    if not paths:
+        raise RuntimeError("libcudart is not loaded")
+    return ctypes.CDLL(paths[0])
+
+
+class Timer:
+    """CUDA events through the runtime directly (not torch.cuda.Event, which a candidate could patch)."""
+
+    def __init__(self) -> None:
+        self.rt = _cudart()
+        self.start, self.end = ctypes.c_void_p(), ctypes.c_void_p()
+        self.rt.cudaEventCreate(ctypes.byref(self.start))
+        self.rt.cudaEventCreate(ctypes.byref(self.end))
+
+    def time_ms(self, fn: Any, stream: int) -> float:
+        import torch
+
+        self.rt.cudaEventRecord(self.start, ctypes.c_void_p(stream))
+        fn()
+        torch.cuda.synchronize()  # whole device: work on side streams is inside the timed region
+        self.rt.cudaEventRecord(self.end, ctypes.c_void_p(stream))
+        self.rt.cudaEventSynchronize(self.end)
+        ms = ctypes.c_float()
+        self.rt.cudaEventElapsedTime(ctypes.byref(ms), self.start, self.end)
+        return float(ms.value)
+
+    def pending_error(self) -> int:
+        return int(self.rt.cudaGetLastError())
+
+
+# ---------------------------------------------------------------- inputs and comparison
+
+
+def _draw_inputs(problem: ModuleType, shape: dict[str, Any], seed: int, dist: str) -> list[Any]:
+    import torch
+
+    torch.manual_seed(seed)
+    inputs = problem.get_inputs(**shape)
+    out = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            if dist == "signed":
+                x = x * (2 * torch.randint_like(x, 0, 2) - 1)
+            elif dist == "heavy_tailed":
+                x = x * torch.exp(0.75 * torch.randn_like(x.float())).to(x.dtype)
+            elif dist == "small":
+                x = x * 1e-2
+        out.append(x.cuda() if isinstance(x, torch.Tensor) else x)
+    return out
+
+
+def _clone(inputs: list[Any]) -> list[Any]:
+    import torch
+
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _tolerance(dtype: Any) -> tuple[float, float] | None:
+    import torch
+
+    if dtype in (torch.float16, torch.bfloat16):
+        return 1e-2, 1e-2
+    return (1e-4, 1e-4) if dtype.is_floating_point else None
+
+
+def _compare(out: Any, ref: Any) -> tuple[str | None, str, float]:
+    """(reason or None, detail, max abs error)."""
+    import torch
+
+    if type(out) is not torch.Tensor:
+        return "non_tensor_output", f"output is {type(out).__module__}.{type(out).__name__}", math.nan
+    if out.device.type != "cuda" or (out.numel() and out.untyped_storage().data_ptr() == 0):
+        return "non_tensor_output", "output has no CUDA storage", math.nan
+    if out.shape != ref.shape:
+        return "shape_mismatch", f"shape {tuple(out.shape)} != {tuple(ref.shape)}", math.nan
+    if out.dtype != ref.dtype:
+        return "precision_downgrade", f"dtype {out.dtype} != {ref.dtype}", math.nan
+    tol = _tolerance(ref.dtype)
+    if tol is None:
+        bad = int((out != ref).sum())
+        return (None if bad == 0 else "wrong_output"), f"{bad} elements differ", float(bad)
+    diff = (out.double() - ref.double()).abs()
+    finite = torch.isfinite(diff)
+    err = float(diff[finite].max()) if bool(finite.any()) else 0.0
+    if torch.allclose(out, ref, atol=tol[0], rtol=tol[1], equal_nan=True):
+        return None, f"max abs err {err:.3g}", err
+    if bool((torch.isnan(out) & ~torch.isnan(ref)).any()):
+        return "unwritten_output", "poisoned (NaN) elements in the output: not all of it was written", err
+    rel = float(torch.linalg.vector_norm((out.double() - ref.double()).nan_to_num())
+                / torch.linalg.vector_norm(ref.double().nan_to_num()).clamp(min=1e-30))
+    if ref.dtype == torch.float32 and 2e-4 <= rel <= 3e-2:
+        return "precision_downgrade", f"relative error {rel:.2e}: lower-precision arithmetic", err
+    return "wrong_output", f"max abs err {err:.3g}, relative L2 error {rel:.3g}", err
+
+
+def _poison(like: Any) -> None:
+    """Fill memory the caching allocator will hand out next: an unwritten output shows as NaN."""
+    import torch
+
+    value = float("nan") if like.is_floating_point() else -77
+    bait = [torch.full_like(like, value) for _ in range(2)]
+    del bait
+
+
+# ---------------------------------------------------------------- correctness
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+def _models(problem: ModuleType, candidate: ModuleType, seed: int) -> tuple[Any, Any]:
+    import torch
+
+    init = problem.get_init_inputs()
+    torch.manual_seed(seed)
+    ref = problem.Model(*init).cuda().eval()
+    torch.manual_seed(seed)
+    new = candidate.ModelNew(*init).cuda().eval()
+    return ref, new
+
+
+def _run_candidate(new: Any, inputs: list[Any], timer: Timer, guard: HarnessGuard) -> Any:
+    import torch
+
+    originals = _clone(inputs)
+    out = new(*inputs)
+    torch.cuda.current_stream().synchronize()
+    snapshot = out.clone() if type(out) is torch.Tensor else out
+    torch.cuda.synchronize()
+    err = timer.pending_error()
+    if err:
+        raise Rejected("launch_error", f"CUDA error {err} left pending by the candidate's launch")
+    guard.check()
+    for a, b in zip(inputs, originals, strict=True):
+        if isinstance(a, torch.Tensor) and not torch.equal(a, b):
+            raise Rejected("input_mutation", "the forward changed an input tensor in place")
+    if type(out) is torch.Tensor and not torch.equal(snapshot.nan_to_num(), out.nan_to_num()):
+        raise Rejected("async_escape", "the output changed after the current stream finished: work on a side stream")
+    return out
+
+
+def check_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any], spec: Spec,
+                timer: Timer, guard: HarnessGuard) -> float:
+    """Correctness on one shape: every distribution x seed; returns the worst max abs error.
+
+    Order: distribution-major, so a failure right after a passing draw of the same distribution
+    that repeats the previous output is result caching (class 6), and a failure on the first draw
+    of a new distribution after the default one passed is an input-distribution cheat (class 3).
+    """
+    import torch
+
+    worst = 0.0
+    refs: list[Any] = []
+    previous: tuple[str, Any] | None = None
+    with torch.no_grad():
+        models = {seed: _models(problem, candidate, seed) for seed in spec.seeds}
+        for dist in DISTRIBUTIONS:
+            for seed in spec.seeds:
+                ref_model, new_model = models[seed]
+                inputs = _draw_inputs(problem, shape, 1000 * seed + DISTRIBUTIONS.index(dist), dist)
+                expected = ref_model(*_clone(inputs))
+                outs = []
+                for _ in range(2):  # candidate, (reference kept alive), candidate again
+                    _poison(expected)
+                    outs.append(_run_candidate(new_model, _clone(inputs), timer, guard))
+                for out in outs:
+                    reason, detail, err = _compare(out, expected)
+                    if reason is not None:
+                        _raise_classified(reason, detail, out, dist, previous)
+                    worst = max(worst, err) if err == err else worst
+                refs.append(expected)
+                previous = (dist, outs[-1])
+    _check_problem_depends_on_input(refs)
+    return worst
+
+
+def _raise_classified(reason: str, detail: str, out: Any, dist: str, previous: tuple[str, Any] | None) -> None:
+    import torch
+
+    if reason == "wrong_output" and previous is not None:
+        prev_dist, prev_out = previous
+        same = type(out) is torch.Tensor and out.shape == prev_out.shape and torch.equal(
+            out.nan_to_num(), prev_out.nan_to_num())
+        if same and prev_dist == dist:
+            raise Rejected("result_caching", f"a new {dist} input returned the previous input's output")
+        if prev_dist != dist:
+            raise Rejected("input_independent", f"correct on {prev_dist} inputs, wrong on {dist} inputs ({detail})")
+    raise Rejected(reason, detail)
+
+
+def _check_problem_depends_on_input(refs: list[Any]) -> None:
+    import torch
+
+    if len(refs) > 1 and all(torch.equal(refs[0], r) for r in refs[1:]):
+        raise Rejected("problem_input_independent", "the reference output is the same for every input")
+
+
+# ---------------------------------------------------------------- timing, profiler, roofline
+
+
+def _median_ms(fn: Any, inputs_sets: list[list[Any]], timer: Timer, spec: Spec, flush: Any) -> float:
+    import torch
+
+    stream = torch.cuda.current_stream().cuda_stream
+    for i in range(3):
+        fn(*inputs_sets[i % len(inputs_sets)])
+    torch.cuda.synchronize()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < spec.max_trials:
+        flush.zero_()  # L2 flush, outside the timed region
+        args = inputs_sets[len(times) % len(inputs_sets)]
+        times.append(timer.time_ms(lambda a=args: fn(*a), stream))
+        if len(times) >= spec.min_trials and time.perf_counter() - start > spec.timing_budget_s:
+            break
+    times.sort()
+    mid = len(times) // 2
+    return times[mid] if len(times) % 2 else 0.5 * (times[mid - 1] + times[mid])
+
+
+def _kernel_names(candidate_path: Path) -> set[str]:
+    return set(KERNEL_NAME.findall(candidate_path.read_text(encoding="utf-8")))
+
+
+def custom_share(new: Any, inputs: list[Any], names: set[str]) -> float:
+    """Share of GPU kernel time spent in kernels compiled from the candidate's own source."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            new(*inputs)
+        torch.cuda.synchronize()
+    total = own = 0.0
+    for evt in prof.events():
+        if evt.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        dur = float(getattr(evt, "device_time", 0.0) or 0.0)
+        base = re.split(r"[<(]", evt.name)[0].split("::")[-1].strip()
+        total += dur
+        own += dur if base in names else 0.0
+    return own / total if total > 0 else 0.0
+
+
+def _roofline(problem: ModuleType, shape: dict[str, Any], dtype: str, runtime_ms: float, spec: Spec) -> float | None:
+    if not (hasattr(problem, "flops") and hasattr(problem, "bytes_moved")) or runtime_ms <= 0:
+        return None
+    peaks = spec.peak_flops or {"float32": 67e12, "bfloat16": 790e12, "float16": 790e12, "int8": 1580e12}
+    t_flops = float(problem.flops(**shape)) / peaks.get(dtype, peaks["float32"])
+    t_bytes = float(problem.bytes_moved(**shape)) / spec.peak_bytes_per_s
+    t_sol_ms = max(1e3 * max(t_flops, t_bytes), spec.launch_floor_ms)
+    return t_sol_ms / runtime_ms
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: str | None):
+    if lock_path is None:
+        yield
+        return
+    with open(lock_path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any], spec: Spec, timer: Timer,
+               names: set[str], dtype: str, cand_path: Path) -> ShapeResult:
+    import torch
+
+    ref_model, new_model = _models(problem, candidate, spec.seeds[0])
+    sets = [_draw_inputs(problem, shape, 7000 + i, "default") for i in range(3)]
+    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
+    with torch.no_grad(), _exclusive(spec.timing_lock):
+        runtime = _median_ms(new_model, sets, timer, spec, flush)
+        ref_runtime = _median_ms(ref_model, sets, timer, spec, flush)
+        compiled = _compile_baseline(ref_model, sets, timer, spec, flush) if spec.compile_baseline else None
+        share = custom_share(new_model, sets[0], names)
+    return ShapeResult(shape=shape, correct=True, runtime_ms=runtime, ref_runtime_ms=ref_runtime,
+                       ref_compile_runtime_ms=compiled, speedup=ref_runtime / runtime if runtime > 0 else None,
+                       roofline_share=_roofline(problem, shape, dtype, runtime, spec), custom_kernel_time_share=share)
+
+
+def _compile_baseline(ref_model: Any, sets: list[list[Any]], timer: Timer, spec: Spec, flush: Any) -> float | None:
+    import torch
+
+    try:
+        compiled = torch.compile(ref_model)
+        return _median_ms(compiled, sets, timer, spec, flush)
+    except Exception:  # noqa: BLE001 - the baseline is optional; its absence is reported as null
+        return None
+
+
+# ---------------------------------------------------------------- the protocol
+
+
+def _geomean(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None and v > 0]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals and len(vals) == len(values) else None
+
+
+def summarise(shapes: list[ShapeResult], compile_s: float) -> Verdict:
+    """Top-level figures are geometric means over shapes (speedup = ratio of the geomeans)."""
+    runtime = _geomean([s.runtime_ms for s in shapes])
+    ref = _geomean([s.ref_runtime_ms for s in shapes])
+    shares = [s.custom_kernel_time_share for s in shapes if s.custom_kernel_time_share is not None]
+    roof = [s.roofline_share for s in shapes if s.roofline_share is not None]
+    return Verdict.of(
+        "ok", "correct on every shape, seed and input distribution", compile_s=compile_s, runtime_ms=runtime,
+        ref_runtime_ms=ref, ref_compile_runtime_ms=_geomean([s.ref_compile_runtime_ms for s in shapes]),
+        speedup=(ref / runtime) if runtime and ref else None, per_shape=shapes,
+        roofline_share=sum(roof) / len(roof) if roof else None,
+        custom_kernel_time_share=min(shares) if shares else None,
+    )
+
+
+def verify(spec: Spec, progress: Progress) -> Verdict:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.cuda.set_per_process_memory_fraction(spec.memory_fraction)
+    progress.write(phase="load_problem")
+    problem = _import_file(Path(spec.problem), "kw_problem")
+    shapes = getattr(problem, "SHAPES", None) or [{}]
+    dtype = str(getattr(problem, "DTYPE", "float32"))
+    _no_network()
+    _patch_load_inline(spec.build_cache)
+    guard = HarnessGuard()
+    progress.write(phase="compile")
+    start = time.perf_counter()
+    try:
+        candidate = _import_file(Path(spec.candidate), "kw_candidate")
+    except Exception as exc:  # noqa: BLE001 - any import failure of the candidate is its compile error
+        return Verdict.of("compile_error", f"{type(exc).__name__}: {str(exc)[-1500:]}",
+                          compile_s=time.perf_counter() - start)
+    compile_s = time.perf_counter() - start
+    if spec.build_only:
+        return Verdict.of("ok", "built only", compile_s=compile_s)
+    guard.check()
+    timer = Timer()
+    if not hasattr(candidate, "ModelNew"):
+        return Verdict.of("no_model_new", "the candidate defines no ModelNew", compile_s=compile_s)
+    threads = _threads()
+    progress.write(phase="correctness", compile_s=compile_s)
+    worst = [check_shape(problem, candidate, s, spec, timer, guard) for s in shapes]
+    if _threads() > threads:
+        raise Rejected("async_escape", f"the candidate started {_threads() - threads} thread(s)")
+    results = [ShapeResult(shape=s, correct=True, max_abs_err=w) for s, w in zip(shapes, worst, strict=True)]
+    if spec.timing:
+        progress.write(phase="timing")
+        names = _kernel_names(Path(spec.candidate))
+        results = [time_shape(problem, candidate, s, spec, timer, names, dtype, Path(spec.candidate)) for s in shapes]
+        for r, w in zip(results, worst, strict=True):
+            r.max_abs_err = w
+        low = [r for r in results if (r.custom_kernel_time_share or 0.0) < spec.min_custom_share]
+        if low:
+            raise Rejected("fallback_runtime", f"only {low[0].custom_kernel_time_share:.0%} of GPU time in the "
+                                               f"candidate's kernels on shape {low[0].shape}")
+        progress.write(phase="recheck")
+        for s in shapes:  # class 6: fresh inputs after timing
+            check_shape(problem, candidate, s, spec.__class__(**{**spec.__dict__, "seeds": (99,)}), timer, guard)
+    guard.check()
+    return summarise(results, compile_s)
+
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    import torch
+
+    text = f"{type(exc).__name__}: {str(exc)[-1500:]}"
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
+        return "out_of_memory", text
+    code = getattr(exc, "error_code", None)
+    if isinstance(exc, getattr(torch, "AcceleratorError", ())) and code in (700, 716, 719, 717, 718):
+        return "illegal_memory_access", text
+    if isinstance(exc, getattr(torch, "AcceleratorError", ())) and code in (1, 9, 98, 209, 701):
+        return "launch_error", text
+    return "exception", text
+
+
+def main(argv: list[str]) -> int:
+    spec = Spec(**json.loads(Path(argv[0]).read_text()))
+    progress = Progress(Path(spec.result))
+    try:
+        verdict = verify(spec, progress)
+    except Rejected as rej:
+        verdict = Verdict.of(rej.reason, rej.detail, compile_s=progress.state.get("compile_s"))
+    except Exception as exc:  # noqa: BLE001 - the candidate's failure is the verdict, not a worker crash
+        reason, detail = _classify(exc)
+        verdict = Verdict.of(reason, detail, compile_s=progress.state.get("compile_s"))
+    progress.write(phase="done", verdict=verdict.to_json())
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown: a candidate's atexit hooks or threads cannot change the result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

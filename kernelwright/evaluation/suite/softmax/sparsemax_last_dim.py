@@ -1,4 +1,6 @@
 """Sparsemax over the last dim: Euclidean projection of each row onto the probability simplex."""
+import math
+
 import torch
 import torch.nn as nn
 
@@ -38,8 +40,6 @@ def get_init_inputs():
 def flops(rows: int = 8192, cols: int = 512) -> float:
     # the threshold can be found by selection/bisection (~log2(cols) passes of compare + add),
     # then subtract and clamp per element
-    import math
-
     return rows * cols * (2.0 * math.log2(cols) + 2.0)
 
 

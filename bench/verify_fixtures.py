@@ -1,0 +1,72 @@
+"""Every verification fixture (cheats, faults, honest) and some honest seed solutions, on a GPU.
+
+    python bench/verify_fixtures.py --jobs 8 --json out.json [--seeds 12]
+
+Prints one line per candidate (expected reason, verdict, detail) and the pass counts; exit 1 if
+any verdict differs from its expectation. The honest candidates run after the faults in the same
+evaluation, so a fault that leaked into later workers would show up as a failed honest one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kernelwright.curation.seed import load_seed_tasks
+from kernelwright.evaluation.verify import VerifyConfig, verify_many
+
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "verify"
+
+
+def cases(n_seeds: int, cache: str) -> list[tuple[str, str, VerifyConfig]]:
+    expected = json.loads((FIXTURES / "expected.json").read_text())
+    out = []
+    for name in sorted(expected, key=lambda n: (n.startswith("honest"), n)):
+        cfg = VerifyConfig(problem=str(FIXTURES / "problems" / expected[name]["problem"]),
+                           candidate=str(FIXTURES / "candidates" / name), compile_baseline=False,
+                           timeout_s=150.0 if name == "fault_hang.py" else 300.0, build_cache=cache)
+        out.append((name, expected[name]["reason"], cfg))
+    tasks = load_seed_tasks()
+    per_cat: dict[str, list] = {}
+    for t in tasks:
+        per_cat.setdefault(t.category, []).append(t)
+    chosen = [ts[0] for ts in per_cat.values()][:n_seeds]
+    for t in chosen:
+        cfg = VerifyConfig(problem=str(t.path / "reference.py"), candidate=str(t.path / "solution.py"),
+                           compile_baseline=False, timeout_s=300.0, build_cache=cache)
+        out.append((f"seed/{t.id}", "ok", cfg))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", type=int, default=8)
+    ap.add_argument("--seeds", type=int, default=12, help="honest seed solutions to add (one per category)")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kw_builds_") as cache:
+        todo = cases(args.seeds, cache)
+        start = time.perf_counter()
+        verdicts = verify_many([c for _, _, c in todo], jobs=args.jobs)
+        wall = time.perf_counter() - start
+    rows = []
+    for (name, want, _), v in zip(todo, verdicts, strict=True):
+        rows.append({"candidate": name, "expected": want, "reason": v.reason, "status": v.status,
+                     "detail": v.detail[:400], "compile_s": v.compile_s, "speedup": v.speedup,
+                     "custom_kernel_time_share": v.custom_kernel_time_share})
+        mark = "ok " if v.reason == want else "BAD"
+        print(f"{mark} {name:<45} expected {want:<22} got {v.reason:<22} {v.detail[:150]}")
+    passed = sum(r["reason"] == r["expected"] for r in rows)
+    print(f"{passed}/{len(rows)} verdicts as expected ({wall:.0f} s wall, {args.jobs} workers)")
+    if args.json:
+        args.json.write_text(json.dumps({"passed": passed, "total": len(rows), "wall_s": wall, "rows": rows},
+                                        indent=1))
+    return 0 if passed == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

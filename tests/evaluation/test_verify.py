@@ -1,0 +1,82 @@
+"""Verification: static paths on any machine; the fixtures' verdicts on a GPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelwright.cli import main
+from kernelwright.evaluation.verdict import REASON_STATUS, Verdict
+from kernelwright.evaluation.verify import VerifyConfig, static_verdict, verify_many
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
+EXPECTED: dict[str, dict[str, str]] = json.loads((FIXTURES / "expected.json").read_text())
+STATIC_REASONS = {"fallback_try_except", "fallback_torch_op", "harness_tampering", "no_kernel", "syntax_error"}
+
+
+def _cfg(name: str, **kw) -> VerifyConfig:
+    entry = EXPECTED[name]
+    return VerifyConfig(problem=str(FIXTURES / "problems" / entry["problem"]),
+                        candidate=str(FIXTURES / "candidates" / name), **kw)
+
+
+def test_every_expected_reason_is_documented() -> None:
+    assert {e["reason"] for e in EXPECTED.values()} <= set(REASON_STATUS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_static_checks_on_fixtures(name: str) -> None:
+    verdict = static_verdict((FIXTURES / "candidates" / name).read_text())
+    expected = EXPECTED[name]["reason"]
+    if expected in STATIC_REASONS or name == "patch_timer.py":
+        assert verdict is not None and verdict.reason == expected
+    else:
+        assert verdict is None, verdict
+
+
+def test_verify_static_exit_codes_and_json(tmp_path: Path) -> None:
+    cfg = _cfg("honest_affine.py")
+    out = tmp_path / "v.json"
+    assert main(["verify", "--problem", cfg.problem, "--candidate", cfg.candidate, "--static", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["static_only"] is True and data["reason"] == "static_ok"
+    bad = _cfg("fallback_try_except.py")
+    assert main(["verify", "--problem", bad.problem, "--candidate", bad.candidate, "--static"]) == 1
+
+
+def test_verify_bad_input_exits_2(tmp_path: Path) -> None:
+    cfg = _cfg("honest_affine.py")
+    assert main(["verify", "--problem", str(tmp_path / "missing.py"), "--candidate", cfg.candidate]) == 2
+    broken = tmp_path / "broken.py"
+    broken.write_text("class ModelNew(:\n")
+    assert main(["verify", "--problem", cfg.problem, "--candidate", str(broken), "--static"]) == 2
+    assert main(["verify", "--problem", cfg.candidate, "--candidate", cfg.candidate, "--static"]) == 2
+
+
+def test_verify_without_gpu_exits_3() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    cfg = _cfg("honest_affine.py")
+    assert main(["verify", "--problem", cfg.problem, "--candidate", cfg.candidate]) == 3
+
+
+def test_verdict_json_round_trip() -> None:
+    v = Verdict.of("ok", "fine", runtime_ms=1.5, ref_runtime_ms=3.0, speedup=2.0)
+    assert Verdict.from_json(v.to_json()) == v
+
+
+@pytest.mark.gpu
+def test_fixtures_give_their_verdicts_on_gpu(tmp_path: Path) -> None:
+    """Every cheat rejected with its reason, every fault contained, honest ones accepted after them."""
+    names = sorted(EXPECTED, key=lambda n: (n.startswith("honest"), n))  # honest ones last
+    cfgs = [_cfg(n, timeout_s=240.0 if n != "fault_hang.py" else 150.0, compile_baseline=False,
+                 build_cache=str(tmp_path / "builds")) for n in names]
+    verdicts = verify_many(cfgs, jobs=8)
+    got = {n: (v.reason, v.detail[:300]) for n, v in zip(names, verdicts, strict=True)}
+    (tmp_path / "verdicts.json").write_text(json.dumps(got, indent=1))
+    wrong = {n: got[n] for n in names if got[n][0] != EXPECTED[n]["reason"]}
+    assert not wrong, wrong

@@ -117,7 +117,7 @@ def _check_tampering(tree: ast.Module, report: StaticReport) -> None:
         for t in targets:
             root = _dotted(t).split(".")[0]
             if root in TAMPER_ROOTS and (isinstance(t, ast.Attribute) or isinstance(node, ast.Call)):
-                report.flag("harness_tampering", f"line {getattr(node, "lineno", 0)}: assigns to {_dotted(t)}")
+                report.flag("harness_tampering", f"line {getattr(node, 'lineno', 0)}: assigns to {_dotted(t)}")
 
 
 def check_source(source: str) -> StaticReport:

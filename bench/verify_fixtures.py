@@ -28,7 +28,8 @@ def cases(n_seeds: int, cache: str) -> list[tuple[str, str, VerifyConfig]]:
     for name in sorted(expected, key=lambda n: (n.startswith("honest"), n)):
         cfg = VerifyConfig(problem=str(FIXTURES / "problems" / expected[name]["problem"]),
                            candidate=str(FIXTURES / "candidates" / name), compile_baseline=False,
-                           timeout_s=150.0 if name == "fault_hang.py" else 300.0, build_cache=cache)
+                           timeout_s=110.0 if name == "fault_hang.py" else 300.0, build_cache=cache,
+                           timing_budget_s=0.3)
         out.append((name, expected[name]["reason"], cfg))
     tasks = load_seed_tasks()
     per_cat: dict[str, list] = {}
@@ -37,7 +38,7 @@ def cases(n_seeds: int, cache: str) -> list[tuple[str, str, VerifyConfig]]:
     chosen = [ts[0] for ts in per_cat.values()][:n_seeds]
     for t in chosen:
         cfg = VerifyConfig(problem=str(t.path / "reference.py"), candidate=str(t.path / "solution.py"),
-                           compile_baseline=False, timeout_s=300.0, build_cache=cache)
+                           compile_baseline=False, timeout_s=300.0, build_cache=cache, timing_budget_s=0.3)
         out.append((f"seed/{t.id}", "ok", cfg))
     return out
 

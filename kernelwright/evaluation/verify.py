@@ -41,6 +41,7 @@ class VerifyConfig:
     timing: bool = field(default=True, metadata={"help": "Time candidate and reference; off: correctness only."})
     compile_baseline: bool = field(default=True, metadata={"help": "Also time torch.compile of the reference."})
     memory_fraction: float = field(default=0.5, metadata={"help": "Share of GPU memory the worker may allocate."})
+    timing_budget_s: float = field(default=1.0, metadata={"help": "Seconds of timed trials per model and shape."})
     build_cache: str | None = field(
         default=None, metadata={"help": "Folder of content-hashed builds. None: ~/.cache/kernelwright/builds."}
     )
@@ -124,6 +125,7 @@ def make_spec(cfg: VerifyConfig, lock: str | None = None) -> Spec:
     return Spec(problem=str(Path(cfg.problem).resolve()), candidate=str(Path(cfg.candidate).resolve()), result="",
                 seeds=tuple(range(cfg.seeds)), timing=cfg.timing, compile_baseline=cfg.compile_baseline,
                 memory_fraction=cfg.memory_fraction, build_cache=cfg.build_cache or _default_cache(),
+                timing_budget_s=cfg.timing_budget_s,
                 timing_lock=lock)
 
 
@@ -154,10 +156,37 @@ def verify_many(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
         return rejected or run_worker(make_spec(cfg, lock_path), cfg.timeout_s)
 
     try:
+        if jobs > 1 and cfgs:
+            warm_up_build(cfgs[0])
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             return list(pool.map(one, cfgs))
     finally:
         Path(lock_path).unlink(missing_ok=True)
+
+
+WARM_UP_CANDIDATE = r'''
+import torch
+from torch.utils.cpp_extension import load_inline
+
+src = """
+#include <torch/extension.h>
+__global__ void kw_warm_up_kernel(float* x) { x[threadIdx.x] = 0.0f; }
+torch::Tensor kw_warm_up(torch::Tensor x) { kw_warm_up_kernel<<<1, 1>>>(x.data_ptr<float>()); return x; }
+"""
+_ext = load_inline(name="kw_warm_up", cpp_sources="torch::Tensor kw_warm_up(torch::Tensor x);",
+                   cuda_sources=src, functions=["kw_warm_up"], verbose=False)
+'''
+
+
+def warm_up_build(cfg: VerifyConfig) -> None:
+    """Build one tiny extension alone first: it creates the precompiled torch/extension.h header
+    that every later build reuses, instead of parallel workers all racing to build it."""
+    with tempfile.TemporaryDirectory(prefix="kw_warm_") as tmp:
+        cand = Path(tmp) / "warm_up.py"
+        cand.write_text(WARM_UP_CANDIDATE)
+        spec = make_spec(VerifyConfig(problem=cfg.problem, candidate=str(cand), build_cache=cfg.build_cache))
+        spec.build_only = True
+        run_worker(spec, cfg.timeout_s)
 
 
 def write_json(verdict: Verdict, dest: Path) -> None:

@@ -1,4 +1,4 @@
-"""Causal depthwise 1-D convolution: y[b, c, t] = bias[c] + sum_k w[c, k] * x[b, c, t - (K - 1) + k], zeros before t = 0."""
+"""Causal depthwise 1-D conv: y[b, c, t] = bias[c] + sum_k w[c, k] * x[b, c, t - (K - 1) + k], zero before t = 0."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -21,7 +21,8 @@ class Model(nn.Module):
 
 def get_inputs(m: int = 2048, n: int = 2048):
     # A is dense: a kernel that forgets to mask the upper triangle gets a visibly wrong answer
-    return [torch.randn(m, m), torch.randn(m, n)]
+    # (scaled by 1 / sqrt(m) so that the outputs stay of order one)
+    return [torch.randn(m, m) / m**0.5, torch.randn(m, n)]
 
 
 def get_init_inputs():

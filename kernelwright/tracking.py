@@ -45,5 +45,14 @@ def stage_run(name: str, tags: dict[str, str] | None = None) -> Iterator[mlflow.
         yield run
 
 
+def log_curated_dataset(parquet: Path, context: str) -> None:
+    """Log curated Parquet as an MLflow dataset (digest over the sample ids and weights)."""
+    import polars as pl
+
+    frame = pl.read_parquet(parquet, columns=["id", "task_id", "category", "sample_weight"])
+    dataset = mlflow.data.from_polars(frame, source=str(parquet), name="curated")  # type: ignore[attr-defined]
+    mlflow.log_input(dataset, context=context)
+
+
 def set_alias(version: str, alias: str, name: str = REGISTERED_MODEL) -> None:
     MlflowClient().set_registered_model_alias(name, alias, version)

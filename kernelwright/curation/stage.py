@@ -32,6 +32,7 @@ from kernelwright.curation.spans import completion_spans
 from kernelwright.curation.weights import CusetParams, sample_weights, token_weights
 from kernelwright.errors import NotImplementedStage, UsageError
 from kernelwright.prompting import completion_text, prompt_messages
+from kernelwright.tracking import log_curated_dataset
 from kernelwright.training.base_model import ensure_base_model, load_base_model, load_tokenizer
 from kernelwright.workdir import base_model_dir, resolve_workdir
 
@@ -288,9 +289,5 @@ def _log(cfg: CurateConfig, out: Path, data: pl.DataFrame, report: FilterReport,
     mlflow.log_metrics({f"curate.{k}": float(v) for k, v in stats.items()})
     mlflow.log_metrics({f"curate.removed.{k}": float(len(v)) for k, v in report.removed.items()})
     mlflow.log_table(report.table(), artifact_file="curate/filters.json")
-    dataset = mlflow.data.from_polars(  # type: ignore[attr-defined]
-        data.select("id", "task_id", "category", "sample_weight"), source=str(out / "data.parquet"),
-        name="curated",
-    )
-    mlflow.log_input(dataset, context="curate.output")
+    log_curated_dataset(out / "data.parquet", context="curate.output")
     mlflow.log_artifacts(str(out), artifact_path="curate")

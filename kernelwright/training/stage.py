@@ -27,7 +27,7 @@ from kernelwright import atomic
 from kernelwright.config import config_to_params
 from kernelwright.curation.seed import load_seed_tasks
 from kernelwright.errors import UsageError
-from kernelwright.tracking import REGISTERED_MODEL, set_alias
+from kernelwright.tracking import REGISTERED_MODEL, log_curated_dataset, set_alias
 from kernelwright.training.base_model import ensure_base_model, load_base_model, load_tokenizer
 from kernelwright.training.cuset_trainer import WEIGHT_COLUMNS, WEIGHTINGS, CusetCollator, CusetSFTTrainer
 from kernelwright.workdir import base_model_dir, resolve_workdir
@@ -203,8 +203,7 @@ def run_train(cfg: TrainConfig) -> TrainResult:
         atomic.write_text(output_dir / RUN_ID_FILE, run.info.run_id)
         mlflow.log_params({**config_to_params(cfg, "kw."), **{f"cuset.{k}": str(v) for k, v in cuset.items()},
                            "kw.base_model_path": str(base), "kw.resumed_from": str(last)})
-        mlflow.log_input(mlflow.data.from_huggingface(dataset, source=str(data_dir), name="curated"),  # type: ignore
-                         context="train")
+        log_curated_dataset(data_dir / "data.parquet", context="train")
     torch.manual_seed(cfg.seed)
     trainer = build_trainer(cfg, model, tokenizer, dataset, output_dir)
     result = trainer.train(resume_from_checkpoint=last)

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from rich.console import Console
 
@@ -24,6 +25,7 @@ from kernelwright.config import parse_config
 from kernelwright.errors import KernelwrightError, NotImplementedStage, UsageError
 
 console = Console(stderr=True)
+T = TypeVar("T")
 
 
 @dataclass
@@ -48,15 +50,21 @@ def _pipeline(argv: Sequence[str]) -> int:
     return 0
 
 
-def _curate(argv: Sequence[str]) -> int:
-    from kernelwright.curation.stage import CurateConfig, run_curate
+def _in_stage_run(name: str, workdir: str | None, fn: Callable[[], T]) -> T:
+    """Run `fn` inside an MLflow run named for the stage, in the work folder's store."""
     from kernelwright.tracking import setup_tracking, stage_run
     from kernelwright.workdir import resolve_workdir
 
+    setup_tracking(resolve_workdir(workdir))
+    with stage_run(name):
+        return fn()
+
+
+def _curate(argv: Sequence[str]) -> int:
+    from kernelwright.curation.stage import CurateConfig, run_curate
+
     cfg = parse_config(CurateConfig, argv, "kernelwright curate", "Curate a corpus into CuSeT-weighted Parquet.")
-    setup_tracking(resolve_workdir(cfg.workdir))
-    with stage_run("curate"):
-        out = run_curate(cfg)
+    out = _in_stage_run("curate", cfg.workdir, lambda: run_curate(cfg))
     console.print(f"[green]curated[/] -> {out}")
     return 0
 
@@ -81,13 +89,9 @@ def _train(argv: Sequence[str]) -> int:
 
 def _evaluate(argv: Sequence[str]) -> int:
     from kernelwright.evaluation.stage import EvaluateConfig, run_evaluate
-    from kernelwright.tracking import setup_tracking, stage_run
-    from kernelwright.workdir import resolve_workdir
 
     cfg = parse_config(EvaluateConfig, argv, "kernelwright evaluate", "Generate and check kernels.")
-    setup_tracking(resolve_workdir(cfg.workdir))
-    with stage_run("evaluate"):
-        metrics = run_evaluate(cfg)
+    metrics = _in_stage_run("evaluate", cfg.workdir, lambda: run_evaluate(cfg))
     console.print({k: round(v, 4) for k, v in metrics.items()})
     return 0
 

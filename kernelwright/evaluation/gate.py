@@ -1,0 +1,36 @@
+"""The promotion gate: move the `champion` alias only when the candidate is better.
+
+A candidate is promoted when its fast_1 is higher than the champion's and neither its fast_0
+(correctness) nor its compile rate is lower. With no champion yet, any evaluated candidate is
+promoted. The decision and both sides' figures are returned so they can be logged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CHAMPION = "champion"
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    promote: bool
+    reason: str
+    candidate: dict[str, float]
+    champion: dict[str, float] | None
+
+
+def decide(candidate: dict[str, float], champion: dict[str, float] | None) -> GateDecision:
+    if champion is None:
+        return GateDecision(True, "no champion yet", candidate, None)
+    keys = ("fast_1", "fast_0", "compile_rate")
+    missing = [k for k in keys if k not in candidate or k not in champion]
+    if missing:
+        return GateDecision(False, f"metrics missing: {', '.join(missing)}", candidate, champion)
+    if candidate["fast_0"] < champion["fast_0"]:
+        return GateDecision(False, "fast_0 dropped", candidate, champion)
+    if candidate["compile_rate"] < champion["compile_rate"]:
+        return GateDecision(False, "compile rate dropped", candidate, champion)
+    if candidate["fast_1"] <= champion["fast_1"]:
+        return GateDecision(False, "fast_1 did not improve", candidate, champion)
+    return GateDecision(True, "fast_1 improved with no drop in fast_0 or compile rate", candidate, champion)

@@ -1,0 +1,68 @@
+"""Suite-level metrics from verdicts: compile rate, fast_p, geometric-mean speedup, per category.
+
+fast_p = (samples that are correct AND speedup > p) / (all samples, failures included); fast_0 is
+the correctness rate. Speedups are ratios of unrounded medians; nothing is rounded here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kernelwright.evaluation.verdict import Verdict
+
+FAST_P_GRID = (0.0, 0.5, 0.8, 1.0, 1.2, 1.5, 2.0, 3.0, 5.0)
+CHEAT_REASONS = frozenset({
+    "fallback_try_except", "fallback_torch_op", "fallback_runtime", "unwritten_output", "input_independent",
+    "input_mutation", "async_escape", "result_caching", "harness_tampering", "non_tensor_output",
+    "precision_downgrade", "launch_error",
+})
+
+
+@dataclass(frozen=True)
+class Sample:
+    problem_id: str
+    category: str
+    verdict: Verdict
+
+
+def fast_p(verdicts: Sequence[Verdict], p: float) -> float:
+    if not verdicts:
+        return 0.0
+    hits = sum(1 for v in verdicts if v.correct and (p == 0.0 or (v.speedup is not None and v.speedup > p)))
+    return hits / len(verdicts)
+
+
+def geomean_speedup(verdicts: Sequence[Verdict]) -> float | None:
+    speeds = [v.speedup for v in verdicts if v.correct and v.speedup is not None and v.speedup > 0]
+    return math.exp(sum(math.log(s) for s in speeds) / len(speeds)) if speeds else None
+
+
+def summary(verdicts: Sequence[Verdict]) -> dict[str, float]:
+    n = len(verdicts)
+    if n == 0:
+        return {"samples": 0.0}
+    compiled = sum(1 for v in verdicts if v.status not in ("compile_error",) and v.reason not in ("syntax_error",))
+    roof = [v.roofline_share for v in verdicts if v.correct and v.roofline_share is not None]
+    out = {
+        "samples": float(n),
+        "compile_rate": compiled / n,
+        "fast_0": fast_p(verdicts, 0.0),
+        "fast_1": fast_p(verdicts, 1.0),
+        "cheat_rate": sum(1 for v in verdicts if v.reason in CHEAT_REASONS) / n,
+        "mean_roofline_share": sum(roof) / len(roof) if roof else math.nan,
+    }
+    gm = geomean_speedup(verdicts)
+    out["geomean_speedup"] = gm if gm is not None else math.nan
+    for p in FAST_P_GRID:
+        out[f"fast_p.{p:g}"] = fast_p(verdicts, p)
+    return out
+
+
+def per_category(samples: Sequence[Sample]) -> dict[str, dict[str, float]]:
+    groups: dict[str, list[Verdict]] = defaultdict(list)
+    for s in samples:
+        groups[s.category].append(s.verdict)
+    return {cat: summary(vs) for cat, vs in sorted(groups.items())}

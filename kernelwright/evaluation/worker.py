@@ -173,7 +173,11 @@ class HarnessGuard:
         self.ids = {k: id(getattr(obj, attr)) for k, (obj, attr) in self.watched.items()}
 
     def check(self) -> None:
+        import torch
+
         changed = [k for k, (obj, attr) in self.watched.items() if id(getattr(obj, attr)) != self.ids[k]]
+        if torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32:
+            changed.append("TF32 switched on (it would lower the reference's precision too)")
         if changed:
             raise Rejected("harness_tampering", f"replaced: {', '.join(changed)}")
 

@@ -34,7 +34,12 @@ def completion_text(solution_code: str) -> str:
 _FENCE = re.compile(r"```(?:python|py)?\n(.*?)(?:```|\Z)", re.DOTALL)
 
 
-def extract_code(completion: str) -> str:
-    """The Python file inside the first fenced block of a completion (the whole text if none)."""
+def code_span(completion: str) -> tuple[str, int]:
+    """The Python file inside the first fenced block of a completion and its character offset
+    (the whole text at offset 0 if there is no fence)."""
     m = _FENCE.search(completion)
-    return m.group(1) if m else completion
+    return (m.group(1), m.start(1)) if m else (completion, 0)
+
+
+def extract_code(completion: str) -> str:
+    return code_span(completion)[0]

@@ -17,6 +17,8 @@ from functools import lru_cache
 import tree_sitter
 import tree_sitter_cuda
 
+from kernelwright.prompting import code_span
+
 KINDS = (
     "barrier",
     "shared_decl",
@@ -254,8 +256,7 @@ def python_file_spans(py_source: str) -> SpanResult:
 
 def completion_spans(completion: str) -> SpanResult:
     """Spans of an assistant completion: the fenced Python file inside it, offsets into `completion`."""
-    m = re.search(r"```(?:python|py)?\n(.*?)(?:```|\Z)", completion, re.DOTALL)
-    code, offset = (m.group(1), m.start(1)) if m else (completion, 0)
+    code, offset = code_span(completion)
     result = python_file_spans(code)
     result.spans = [Span(s.start + offset, s.end + offset, s.kind) for s in result.spans]
     return result

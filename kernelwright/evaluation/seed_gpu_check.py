@@ -24,6 +24,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kernelwright.evaluation.worker import _tolerance
+
 SEEDS = (0, 1, 2)
 
 
@@ -33,16 +35,6 @@ def _load(path: Path, name: str) -> ModuleType:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def _tolerance(dtype) -> tuple[float, float] | None:
-    import torch
-
-    if dtype in (torch.float16, torch.bfloat16):
-        return 1e-2, 1e-2
-    if dtype.is_floating_point:
-        return 1e-4, 1e-4
-    return None  # integers and bools: exact
 
 
 def _compare(ref, new) -> tuple[bool, str, float]:

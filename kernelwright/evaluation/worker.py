@@ -470,7 +470,7 @@ def _exclusive(lock_path: str | None):
 
 
 def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any], spec: Spec, timer: Timer,
-               names: set[str], dtype: str, cand_path: Path) -> ShapeResult:
+               names: set[str], dtype: str) -> ShapeResult:
     import torch
 
     ref_model, new_model = _models(problem, candidate, spec.seeds[0])
@@ -556,7 +556,7 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
     if spec.timing:
         progress.write(phase="timing")
         names = _kernel_names(Path(spec.candidate))
-        results = [time_shape(problem, candidate, s, spec, timer, names, dtype, Path(spec.candidate)) for s in shapes]
+        results = [time_shape(problem, candidate, s, spec, timer, names, dtype) for s in shapes]
         for r, w in zip(results, worst, strict=True):
             r.max_abs_err = w
         low = [r for r in results if (r.custom_kernel_time_share or 0.0) < spec.min_custom_share]

@@ -103,6 +103,17 @@ def load_curated(data_dir: Path) -> tuple[Dataset, dict[str, Any]]:
     return ds.select_columns(["input_ids", "labels", *WEIGHT_COLUMNS]), cuset
 
 
+def drop_unlearnable(dataset: Dataset, max_length: int | None) -> Dataset:
+    """Drop samples whose completion lies wholly past `max_length` (they would train on nothing)."""
+    keep = dataset.filter(lambda e: any(label != -100 for label in e["labels"][:max_length]))
+    if len(keep) == 0:
+        raise UsageError(f"max_length={max_length} cuts off every completion: no sample has a token to learn from")
+    if len(keep) < len(dataset):
+        log.warning("max_length=%s cuts off the whole completion of %d of %d samples: dropped",
+                    max_length, len(dataset) - len(keep), len(dataset))
+    return keep
+
+
 def _peft_config(cfg: TrainConfig):
     if not cfg.lora:
         return None
@@ -193,6 +204,7 @@ def run_train(cfg: TrainConfig) -> TrainResult:
     data_dir = Path(cfg.data) if cfg.data else workdir / "curated"
     output_dir = Path(cfg.output_dir) if cfg.output_dir else workdir / "train"
     dataset, cuset = load_curated(data_dir)
+    dataset = drop_unlearnable(dataset, cfg.max_length)
     base = _resolve_base(cfg, workdir)
     tokenizer = load_tokenizer(base)
     model = load_base_model(base, dtype=torch.float32 if not torch.cuda.is_available() else None)
@@ -202,7 +214,8 @@ def run_train(cfg: TrainConfig) -> TrainResult:
     if run is not None:
         atomic.write_text(output_dir / RUN_ID_FILE, run.info.run_id)
         mlflow.log_params({**config_to_params(cfg, "kw."), **{f"cuset.{k}": str(v) for k, v in cuset.items()},
-                           "kw.base_model_path": str(base), "kw.resumed_from": str(last)})
+                           "kw.base_model_path": str(base)})
+        mlflow.set_tag("kw.resumed_from", str(last))  # a tag: it changes when a killed run resumes
         log_curated_dataset(data_dir / "data.parquet", context="train")
     torch.manual_seed(cfg.seed)
     trainer = build_trainer(cfg, model, tokenizer, dataset, output_dir)

@@ -20,7 +20,6 @@ import mlflow
 import torch
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
-from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig
 
 from kernelwright import atomic
@@ -101,6 +100,16 @@ def load_curated(data_dir: Path) -> tuple[Dataset, dict[str, Any]]:
     cuset_file = data_dir / "cuset.json"
     cuset = json.loads(cuset_file.read_text()) if cuset_file.is_file() else {}
     return ds.select_columns(["input_ids", "labels", *WEIGHT_COLUMNS]), cuset
+
+
+def last_complete_checkpoint(output_dir: Path) -> str | None:
+    """The newest checkpoint whose save finished (the Trainer writes trainer_state.json last).
+
+    A run killed while writing a checkpoint leaves a partial folder; resuming skips it.
+    """
+    found = [(int(p.name.rsplit("-", 1)[1]), p) for p in output_dir.glob("checkpoint-*")
+             if p.name.rsplit("-", 1)[1].isdigit() and (p / "trainer_state.json").is_file()]
+    return str(max(found)[1]) if found else None
 
 
 def drop_unlearnable(dataset: Dataset, max_length: int | None) -> Dataset:
@@ -209,7 +218,7 @@ def run_train(cfg: TrainConfig) -> TrainResult:
     tokenizer = load_tokenizer(base)
     model = load_base_model(base, dtype=torch.float32 if not torch.cuda.is_available() else None)
     output_dir.mkdir(parents=True, exist_ok=True)
-    last = get_last_checkpoint(str(output_dir)) if any(output_dir.glob("checkpoint-*")) else None
+    last = last_complete_checkpoint(output_dir)
     run = mlflow.active_run()
     if run is not None:
         atomic.write_text(output_dir / RUN_ID_FILE, run.info.run_id)
@@ -232,6 +241,6 @@ def resume_run_id(cfg: TrainConfig) -> str | None:
     workdir = resolve_workdir(cfg.workdir)
     output_dir = Path(cfg.output_dir) if cfg.output_dir else workdir / "train"
     f = output_dir / RUN_ID_FILE
-    if f.is_file() and any(output_dir.glob("checkpoint-*")):
+    if f.is_file() and last_complete_checkpoint(output_dir) is not None:
         return f.read_text().strip() or None
     return None

@@ -13,6 +13,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from kernelwright.tracking import EXPERIMENT
+from kernelwright.training.stage import last_complete_checkpoint
 
 
 def _cli(*args: str) -> list[str]:
@@ -28,11 +29,12 @@ def test_kill_and_resume_continues_the_same_run(tmp_path: Path, tiny_model_dir: 
                  "--per-device-train-batch-size", "1", "--max-length", "2048")
     proc = subprocess.Popen(train, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
-    while not list((tmp_path / "train").glob("checkpoint-*")) and time.time() < deadline and proc.poll() is None:
+    while not list((tmp_path / "train").glob("checkpoint-*/trainer_state.json")) and time.time() < deadline \
+            and proc.poll() is None:
         time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert list((tmp_path / "train").glob("checkpoint-*"))
+    assert list((tmp_path / "train").glob("checkpoint-*/trainer_state.json"))
     assert not (tmp_path / "train" / "final").exists(), "the run finished before it could be killed"
     first_id = (tmp_path / "train" / "mlflow_run_id.txt").read_text().strip()
     subprocess.run(train, check=True, env=env, capture_output=True)
@@ -43,4 +45,15 @@ def test_kill_and_resume_continues_the_same_run(tmp_path: Path, tiny_model_dir: 
     assert [r.info.run_id for r in runs] == [first_id]
     steps = [m.step for m in client.get_metric_history(first_id, "loss")]
     assert max(steps) == 120
+    assert str(last_complete_checkpoint(tmp_path / "train")).endswith("checkpoint-120")
     assert (tmp_path / "train" / "final" / "config.json").is_file()
+
+
+def test_partial_checkpoints_are_skipped(tmp_path: Path) -> None:
+    for n, complete in ((4, True), (8, True), (12, False)):
+        d = tmp_path / f"checkpoint-{n}"
+        d.mkdir()
+        if complete:
+            (d / "trainer_state.json").write_text("{}")
+    assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-8")
+    assert last_complete_checkpoint(tmp_path / "missing") is None

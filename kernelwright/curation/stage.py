@@ -33,8 +33,8 @@ from kernelwright.curation.weights import CusetParams, sample_weights, token_wei
 from kernelwright.errors import NotImplementedStage, UsageError
 from kernelwright.prompting import completion_text, prompt_messages
 from kernelwright.tracking import log_curated_dataset
-from kernelwright.training.base_model import ensure_base_model, load_base_model, load_tokenizer
-from kernelwright.workdir import base_model_dir, resolve_workdir
+from kernelwright.training.base_model import load_base_model, load_tokenizer, resolve_base_model
+from kernelwright.workdir import resolve_workdir
 
 log = logging.getLogger(__name__)
 
@@ -254,9 +254,7 @@ def run_curate(cfg: CurateConfig) -> Path:
     out = Path(cfg.out) if cfg.out else workdir / "curated"
     samples = seed_samples(cfg.split)
     kept, report = run_filters(samples, key=lambda s: _dedupe_key(s.completion))
-    base = Path(cfg.base_model) if cfg.base_model else ensure_base_model(
-        base_model_dir(workdir), [t.reference + "\n" + t.solution for t in load_seed_tasks()]
-    )
+    base = resolve_base_model(cfg.base_model, workdir)
     tokenizer = load_tokenizer(base)
     model = load_base_model(base).eval()
     with Progress() as progress:

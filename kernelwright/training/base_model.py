@@ -29,6 +29,7 @@ from transformers import (
 
 from kernelwright.atomic import write_dir
 from kernelwright.errors import UsageError
+from kernelwright.workdir import base_model_dir
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,17 @@ def ensure_base_model(path: Path, texts: Iterable[str]) -> Path:
     return build_tiny_model(path, texts)
 
 
+def resolve_base_model(base_model: str | None, workdir: Path) -> Path:
+    """The user's checkpoint folder, or the tiny model in `<workdir>/base-model` (built on first use
+    from the seed corpus, the same texts whichever stage builds it)."""
+    if base_model:
+        return Path(base_model)
+    from kernelwright.curation.seed import load_seed_tasks
+
+    texts = [t.reference + "\n" + t.solution for t in load_seed_tasks()]
+    return ensure_base_model(base_model_dir(workdir), texts)
+
+
 def load_tokenizer(path: Path) -> PreTrainedTokenizerBase:
     if not (path / "config.json").is_file() and not (path / "tokenizer_config.json").is_file():
         raise UsageError(f"--base-model {path} is not a Hugging Face checkpoint folder (no config.json)")
@@ -135,9 +147,7 @@ def load_base_model(path: Path, dtype: torch.dtype | None = None, device: str | 
 
 
 if __name__ == "__main__":
-    from kernelwright.curation.seed import load_seed_tasks
-    from kernelwright.workdir import base_model_dir, resolve_workdir
+    from kernelwright.workdir import resolve_workdir
 
     logging.basicConfig(level=logging.INFO)
-    tasks = load_seed_tasks()
-    ensure_base_model(base_model_dir(resolve_workdir()), [t.reference + t.solution for t in tasks])
+    resolve_base_model(None, resolve_workdir())

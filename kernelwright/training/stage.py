@@ -24,12 +24,11 @@ from trl import SFTConfig
 
 from kernelwright import atomic
 from kernelwright.config import config_to_params
-from kernelwright.curation.seed import load_seed_tasks
 from kernelwright.errors import UsageError
 from kernelwright.tracking import REGISTERED_MODEL, log_curated_dataset, set_alias
-from kernelwright.training.base_model import ensure_base_model, load_base_model, load_tokenizer
+from kernelwright.training.base_model import load_base_model, load_tokenizer, resolve_base_model
 from kernelwright.training.cuset_trainer import WEIGHT_COLUMNS, WEIGHTINGS, CusetCollator, CusetSFTTrainer
-from kernelwright.workdir import base_model_dir, resolve_workdir
+from kernelwright.workdir import resolve_workdir
 
 log = logging.getLogger(__name__)
 RUN_ID_FILE = "mlflow_run_id.txt"
@@ -172,12 +171,6 @@ def build_trainer(cfg: TrainConfig, model: PreTrainedModel, tokenizer: PreTraine
     )
 
 
-def _resolve_base(cfg: TrainConfig, workdir: Path) -> Path:
-    if cfg.base_model:
-        return Path(cfg.base_model)
-    return ensure_base_model(base_model_dir(workdir), [t.reference + "\n" + t.solution for t in load_seed_tasks()])
-
-
 def _save_final(trainer: CusetSFTTrainer, cfg: TrainConfig, tokenizer: PreTrainedTokenizerBase, out: Path) -> Any:
     model = trainer.model
     if cfg.lora and cfg.merge_lora:
@@ -214,7 +207,7 @@ def run_train(cfg: TrainConfig) -> TrainResult:
     output_dir = Path(cfg.output_dir) if cfg.output_dir else workdir / "train"
     dataset, cuset = load_curated(data_dir)
     dataset = drop_unlearnable(dataset, cfg.max_length)
-    base = _resolve_base(cfg, workdir)
+    base = resolve_base_model(cfg.base_model, workdir)
     tokenizer = load_tokenizer(base)
     model = load_base_model(base, dtype=torch.float32 if not torch.cuda.is_available() else None)
     output_dir.mkdir(parents=True, exist_ok=True)

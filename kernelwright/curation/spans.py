@@ -244,6 +244,11 @@ def cuda_string_literals(py_source: str, result: SpanResult) -> list[tuple[int, 
     return found
 
 
+def cuda_source_of(py_source: str) -> str:
+    """All CUDA source string literals of a Python file, joined (empty when there are none)."""
+    return "\n".join(text for _, text in cuda_string_literals(py_source, SpanResult()))
+
+
 def python_file_spans(py_source: str) -> SpanResult:
     """All CUDA-critical spans of a Python (KernelBench-format) file, in its character offsets."""
     result = SpanResult()

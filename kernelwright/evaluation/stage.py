@@ -23,7 +23,7 @@ from rich.progress import Progress
 from kernelwright import atomic
 from kernelwright.config import config_to_params
 from kernelwright.curation.seed import SeedTask, load_seed_tasks, split_tasks
-from kernelwright.curation.spans import SpanResult, cuda_string_literals
+from kernelwright.curation.spans import cuda_source_of
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.generation import HFBackend
 from kernelwright.evaluation.nvrtc_check import compile_many
@@ -75,7 +75,7 @@ class SampleResult:
 
 
 def _compile_results(codes: list[str]) -> list[tuple[int, bool, float, str]]:
-    sources = ["\n".join(s for _, s in cuda_string_literals(c, SpanResult())) for c in codes]
+    sources = [cuda_source_of(c) for c in codes]
     results = compile_many([s for s in sources if s.strip()], workers=os.cpu_count() or 1)
     it = iter(results)
     out = []

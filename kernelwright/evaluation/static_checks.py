@@ -22,13 +22,8 @@ ALLOWED_TORCH = frozenset({
     "tensor", "as_tensor", "arange", "device", "Size", "is_tensor", "no_grad", "inference_mode", "get_default_dtype",
     "cuda", "float32", "float16", "bfloat16", "int8", "int32", "int64", "uint8", "bool", "float", "long", "half",
 })
-ALLOWED_METHODS = frozenset({
-    "contiguous", "view", "reshape", "size", "dim", "numel", "stride", "data_ptr", "is_contiguous", "to", "cuda",
-    "float", "half", "int", "long", "item", "unsqueeze", "squeeze", "flatten", "permute", "transpose", "expand",
-    "t", "detach", "clone", "copy_", "fill_", "zero_", "new_empty", "new_zeros", "get", "items", "append",
-    "__init__", "register_buffer", "register_parameter", "parameters", "shape", "element_size", "type",
-})
 TORCH_NAMESPACES = frozenset({"torch", "F", "nn", "functional", "torch.nn.functional", "torch.linalg", "torch.fft"})
+# Tensor methods that compute: calling one in ModelNew is a PyTorch fallback.
 COMPUTE_METHODS = frozenset({
     "matmul", "mm", "bmm", "addmm", "mul", "add", "sub", "div", "sum", "mean", "max", "min", "softmax",
     "log_softmax", "exp", "log", "relu", "sigmoid", "tanh", "pow", "sqrt", "rsqrt", "norm", "var", "std",
@@ -98,7 +93,7 @@ def _check_model_new(cls: ast.ClassDef, report: StaticReport) -> None:
         if head in TORCH_NAMESPACES or head.startswith(("torch.", "F.", "nn.functional")):
             if attr not in ALLOWED_TORCH and not attr[:1].isupper():
                 report.flag("fallback_torch_op", f"line {node.lineno}: calls {name}")
-        elif head and attr in COMPUTE_METHODS and attr not in ALLOWED_METHODS:
+        elif head and attr in COMPUTE_METHODS:
             report.flag("fallback_torch_op", f"line {node.lineno}: calls .{attr}()")
 
 

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -79,7 +78,7 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def _death_verdict(returncode: int, state: dict, elapsed: float) -> Verdict:
+def _death_verdict(returncode: int, state: dict) -> Verdict:
     phase = state.get("phase", "start")
     compile_s = state.get("compile_s")
     if returncode < 0:
@@ -96,7 +95,6 @@ def run_worker(spec: Spec, timeout_s: float) -> Verdict:
         spec.result = str(Path(tmp) / "result.json")
         spec_path.write_text(json.dumps(asdict(spec)))
         cmd = [sys.executable, "-m", "kernelwright.evaluation.worker", str(spec_path)]
-        start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         try:
             _, err = proc.communicate(timeout=timeout_s)
@@ -109,7 +107,7 @@ def run_worker(spec: Spec, timeout_s: float) -> Verdict:
         state = _read_state(Path(spec.result))
         if "verdict" in state:
             return Verdict.from_json(state["verdict"])
-        verdict = _death_verdict(proc.returncode, state, time.perf_counter() - start)
+        verdict = _death_verdict(proc.returncode, state)
         verdict.detail += f"; stderr: {err.decode(errors='replace')[-800:]}" if err else ""
         return verdict
 

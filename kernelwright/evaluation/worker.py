@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import fcntl
 import hashlib
 import importlib.util
@@ -565,7 +566,7 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
                                                f"candidate's kernels on shape {low[0].shape}")
         progress.write(phase="recheck")
         for s in shapes:  # class 6: fresh inputs after timing
-            check_shape(problem, candidate, s, spec.__class__(**{**spec.__dict__, "seeds": (99,)}), timer, guard)
+            check_shape(problem, candidate, s, dataclasses.replace(spec, seeds=(99,)), timer, guard)
     guard.check()
     return summarise(results, compile_s)
 

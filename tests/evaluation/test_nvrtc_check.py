@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from kernelwright.curation.seed import load_seed_tasks
-from kernelwright.curation.spans import SpanResult, cuda_string_literals
+from kernelwright.curation.spans import cuda_source_of
 from kernelwright.evaluation.device_code import device_source
 from kernelwright.evaluation.nvrtc_check import compile_device_code, compile_many
 
@@ -40,7 +40,7 @@ def test_broken_kernel_fails_with_a_log() -> None:
 
 def test_every_seed_solution_compiles_with_nvrtc() -> None:
     tasks = load_seed_tasks()
-    sources = ["\n".join(s for _, s in cuda_string_literals(t.solution, SpanResult())) for t in tasks]
+    sources = [cuda_source_of(t.solution) for t in tasks]
     results = compile_many(sources, workers=2)
     failed = [(t.id, r.log[:300]) for t, r in zip(tasks, results, strict=True) if not r.ok]
     assert not failed

@@ -11,7 +11,6 @@ against torch's headers. This is a development aid only: kernelwright itself nev
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import os
 import subprocess
@@ -22,15 +21,9 @@ from pathlib import Path
 import torch
 import torch.utils.cpp_extension as cpp_ext
 
+from kernelwright.evaluation.worker import import_file
+
 REQUIRED_META = {"id", "category", "dtype", "description"}
-
-
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def check(task: Path) -> list[str]:
@@ -42,7 +35,7 @@ def check(task: Path) -> list[str]:
         errs.append("meta id != folder name")
     for f in ("reference.py", "solution.py"):
         ast.parse((task / f).read_text())
-    ref = _load(task / "reference.py", f"ref_{task.name}")
+    ref = import_file(task / "reference.py", f"ref_{task.name}")
     torch.manual_seed(0)
     model = ref.Model(*ref.get_init_inputs())
     out = model(*ref.get_inputs())
@@ -62,7 +55,7 @@ def check(task: Path) -> list[str]:
     real = cpp_ext.load_inline
     cpp_ext.load_inline = fake_load_inline  # type: ignore[assignment]
     try:
-        sol = _load(task / "solution.py", f"sol_{task.name}")
+        sol = import_file(task / "solution.py", f"sol_{task.name}")
     finally:
         cpp_ext.load_inline = real  # type: ignore[assignment]
     if not hasattr(sol, "ModelNew"):

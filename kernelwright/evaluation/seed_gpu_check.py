@@ -12,7 +12,6 @@ protocol (that comes with the verification issue).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -21,20 +20,11 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from kernelwright.evaluation.worker import _tolerance
+from kernelwright.evaluation.worker import import_file, tolerance
 
 SEEDS = (0, 1, 2)
-
-
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _compare(ref, new) -> tuple[bool, str, float]:
@@ -44,7 +34,7 @@ def _compare(ref, new) -> tuple[bool, str, float]:
         return False, f"output is {type(new).__name__}, not a plain torch.Tensor", float("nan")
     if new.shape != ref.shape or new.dtype != ref.dtype:
         return False, f"shape/dtype {tuple(new.shape)}/{new.dtype} != {tuple(ref.shape)}/{ref.dtype}", float("nan")
-    tol = _tolerance(ref.dtype)
+    tol = tolerance(ref.dtype)
     if tol is None:
         bad = int((new != ref).sum())
         return bad == 0, f"{bad} elements differ", float(bad)
@@ -60,8 +50,8 @@ def check_one(task: Path) -> dict[str, Any]:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     t0 = time.perf_counter()
-    ref_mod = _load(task / "reference.py", f"ref_{task.name}")
-    sol_mod = _load(task / "solution.py", f"sol_{task.name}")
+    ref_mod = import_file(task / "reference.py", f"ref_{task.name}")
+    sol_mod = import_file(task / "solution.py", f"sol_{task.name}")
     build_s = time.perf_counter() - t0
     worst, detail = 0.0, ""
     for seed in SEEDS:

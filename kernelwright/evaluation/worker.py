@@ -138,7 +138,7 @@ def _slim_cuda(cuda_sources: Any) -> Any:
     return None
 
 
-def _import_file(path: Path, name: str) -> ModuleType:
+def import_file(path: Path, name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise Rejected("exception", f"cannot import {path}")
@@ -247,7 +247,7 @@ def _clone(inputs: list[Any]) -> list[Any]:
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def _tolerance(dtype: Any) -> tuple[float, float] | None:
+def tolerance(dtype: Any) -> tuple[float, float] | None:
     import torch
 
     if dtype in (torch.float16, torch.bfloat16):
@@ -267,7 +267,7 @@ def _compare(out: Any, ref: Any) -> tuple[str | None, str, float]:
         return "shape_mismatch", f"shape {tuple(out.shape)} != {tuple(ref.shape)}", math.nan
     if out.dtype != ref.dtype:
         return "precision_downgrade", f"dtype {out.dtype} != {ref.dtype}", math.nan
-    tol = _tolerance(ref.dtype)
+    tol = tolerance(ref.dtype)
     if tol is None:
         bad = int((out != ref).sum())
         return (None if bad == 0 else "wrong_output"), f"{bad} elements differ", float(bad)
@@ -527,7 +527,7 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
     torch.backends.cudnn.allow_tf32 = False
     torch.cuda.set_per_process_memory_fraction(spec.memory_fraction)
     progress.write(phase="load_problem")
-    problem = _import_file(Path(spec.problem), "kw_problem")
+    problem = import_file(Path(spec.problem), "kw_problem")
     shapes = getattr(problem, "SHAPES", None) or [{}]
     dtype = str(getattr(problem, "DTYPE", "float32"))
     _no_network()
@@ -536,7 +536,7 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
     progress.write(phase="compile")
     start = time.perf_counter()
     try:
-        candidate = _import_file(Path(spec.candidate), "kw_candidate")
+        candidate = import_file(Path(spec.candidate), "kw_candidate")
     except Exception as exc:  # noqa: BLE001 - any import failure of the candidate is its compile error
         return Verdict.of("compile_error", f"{type(exc).__name__}: {str(exc)[-1500:]}",
                           compile_s=time.perf_counter() - start)

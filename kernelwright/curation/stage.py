@@ -213,8 +213,18 @@ def assemble(tokens: pl.DataFrame, per_sample: pl.DataFrame, samples: list[Sampl
 
 
 def curate_samples(samples: list[Sample], tokenizer: PreTrainedTokenizerBase, model: Any,
-                   cfg: CurateConfig, progress: Progress | None = None) -> tuple[pl.DataFrame, dict[str, Any]]:
+                   cfg: CurateConfig, progress: Progress | None = None,
+                   report: FilterReport | None = None) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Tokenise, drop samples over `cfg.max_length` (before scoring them, and before the sample
+    weights are normalised over the corpus), then score and weight the rest."""
     tokenized = [tokenize_sample(tokenizer, s) for s in samples]
+    fits = [len(t["prompt_ids"]) + len(t["completion_ids"]) <= cfg.max_length for t in tokenized]
+    if report is not None:
+        report.remove("too_long", [s.id for s, ok in zip(samples, fits, strict=True) if not ok])
+    samples = [s for s, ok in zip(samples, fits, strict=True) if ok]
+    tokenized = [t for t, ok in zip(tokenized, fits, strict=True) if ok]
+    if not samples:
+        raise UsageError(f"no sample fits max_length={cfg.max_length} tokens; nothing to write")
     sequences = [t["prompt_ids"] + t["completion_ids"] for t in tokenized]
     probs = gold_token_probs(model, sequences, tokenizer.pad_token_id, cfg.batch_tokens, progress)
     spans, span_stats = _span_frame(samples)
@@ -254,16 +264,13 @@ def run_curate(cfg: CurateConfig) -> Path:
     out = Path(cfg.out) if cfg.out else workdir / "curated"
     samples = seed_samples(cfg.split)
     kept, report = run_filters(samples, key=lambda s: _dedupe_key(s.completion))
+    if not kept:
+        raise UsageError(f"no sample is left after filtering ({report.as_dict()['removed']}); nothing to write")
     base = resolve_base_model(cfg.base_model, workdir)
     tokenizer = load_tokenizer(base)
     model = load_base_model(base).eval()
     with Progress() as progress:
-        data, stats = curate_samples(kept, tokenizer, model, cfg, progress)
-    too_long = data.filter(pl.col("input_ids").list.len() > cfg.max_length)
-    report.remove("too_long", too_long["id"].to_list())
-    data = data.filter(pl.col("input_ids").list.len() <= cfg.max_length)
-    if data.is_empty():
-        raise UsageError(f"no sample is left after filtering ({report.as_dict()['removed']}); nothing to write")
+        data, stats = curate_samples(kept, tokenizer, model, cfg, progress, report)
     _write(out, data, cfg, report, stats, base, tokenizer.decode)
     _log(cfg, out, data, report, stats, base)
     return out

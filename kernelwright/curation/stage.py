@@ -24,7 +24,7 @@ from transformers import PreTrainedTokenizerBase
 
 from kernelwright import atomic
 from kernelwright.config import config_to_params
-from kernelwright.curation.confidence import gold_token_probs
+from kernelwright.curation.confidence import ConfidenceScorer, model_fingerprint, score_chunked
 from kernelwright.curation.filters import FilterReport, run_filters
 from kernelwright.curation.heatmap import weight_heatmap_html
 from kernelwright.curation.seed import SeedTask, load_seed_tasks, split_tasks
@@ -62,6 +62,12 @@ class CurateConfig:
     )
     batch_tokens: int = field(
         default=16384, metadata={"help": "Padded tokens per confidence-scoring batch (memory knob)."}
+    )
+    chunk_samples: int = field(
+        default=512, metadata={"help": "Samples per resumable p_t chunk (one Parquet part each; reused on rerun)."}
+    )
+    p_cache: str | None = field(
+        default=None, metadata={"help": "Folder of the p_t chunk parts. None: <workdir>/cache/p_t."}
     )
     tau_high: float = field(default=0.9, metadata={"help": "p_t at or above this is high confidence."})
     tau_low: float = field(default=0.5, metadata={"help": "p_t below this is low confidence."})
@@ -226,7 +232,11 @@ def curate_samples(samples: list[Sample], tokenizer: PreTrainedTokenizerBase, mo
     if not samples:
         raise UsageError(f"no sample fits max_length={cfg.max_length} tokens; nothing to write")
     sequences = [t["prompt_ids"] + t["completion_ids"] for t in tokenized]
-    probs = gold_token_probs(model, sequences, tokenizer.pad_token_id, cfg.batch_tokens, progress)
+    probs = score_chunked(
+        ConfidenceScorer(model, tokenizer.pad_token_id, cfg.batch_tokens), sequences, [s.id for s in samples],
+        Path(cfg.p_cache) if cfg.p_cache else resolve_workdir(cfg.workdir) / "cache" / "p_t",
+        model_fingerprint(model, tokenizer), cfg.chunk_samples, progress,
+    ).probs
     spans, span_stats = _span_frame(samples)
     tokens = mark_sensitive(_token_frame(tokenized, probs).lazy(), spans.lazy())
     weighted = token_weights(tokens, cfg.cuset()).collect()

@@ -70,29 +70,22 @@ def _curate(argv: Sequence[str]) -> int:
 
 
 def _train(argv: Sequence[str]) -> int:
-    import mlflow
-
-    from kernelwright.tracking import setup_tracking
-    from kernelwright.training.stage import TrainConfig, resume_run_id, run_train
-    from kernelwright.workdir import resolve_workdir
+    from kernelwright.training.stage import TrainConfig, train_command
 
     cfg = parse_config(TrainConfig, argv, "kernelwright train", "CuSeT-weighted SFT with TRL.")
-    setup_tracking(resolve_workdir(cfg.workdir))
-    run_id = resume_run_id(cfg)
-    with mlflow.start_run(run_id=run_id, run_name=None if run_id else "train",
-                          tags=None if run_id else {"kernelwright.stage": "train"}):
-        result = run_train(cfg)
-    console.print(f"[green]trained[/] -> {result.model_dir} (loss {result.train_loss:.3f}); "
-                  f"registered version {result.registered_version}")
+    for result in train_command(cfg):
+        console.print(f"[green]trained[/] -> {result.model_dir} (loss {result.train_loss:.3f}); "
+                      f"registered version {result.registered_version}")
     return 0
 
 
 def _evaluate(argv: Sequence[str]) -> int:
-    from kernelwright.evaluation.stage import EvaluateConfig, run_evaluate
+    from kernelwright.evaluation.stage import EvaluateConfig, evaluate, results_table
 
-    cfg = parse_config(EvaluateConfig, argv, "kernelwright evaluate", "Generate and check kernels.")
-    metrics = _in_stage_run("evaluate", cfg.workdir, lambda: run_evaluate(cfg))
-    console.print({k: round(v, 4) for k, v in metrics.items()})
+    cfg = parse_config(EvaluateConfig, argv, "kernelwright evaluate", "Generate, verify and score kernels.")
+    result = _in_stage_run("evaluate", cfg.workdir, lambda: evaluate(cfg))
+    console.print(results_table(result))
+    console.print(f"gate: {result.gate_note}")
     return 0
 
 

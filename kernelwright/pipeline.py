@@ -74,8 +74,10 @@ def run_pipeline(cfg: PipelineConfig, on_stage: Callable[[str], None] = lambda n
             ))
         on_stage("evaluate")
         with stage_run("evaluate"):
+            registered = f"models:/{REGISTERED_MODEL}/{trained.registered_version}"
             metrics = run_evaluate(EvaluateConfig(
-                model=str(trained.model_dir), samples=cfg.samples, max_new_tokens=cfg.max_new_tokens,
+                model=registered if trained.registered_version else str(trained.model_dir),
+                samples=cfg.samples, max_new_tokens=cfg.max_new_tokens,
                 seed=cfg.seed, workdir=str(workdir),
             ))
         wall = time.perf_counter() - start

@@ -10,6 +10,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from kernelwright.evaluation.verdict import Verdict
 
@@ -66,3 +67,48 @@ def per_category(samples: Sequence[Sample]) -> dict[str, dict[str, float]]:
     for s in samples:
         groups[s.category].append(s.verdict)
     return {cat: summary(vs) for cat, vs in sorted(groups.items())}
+
+
+class HasVerdict(Protocol):
+    @property
+    def verdict(self) -> Verdict: ...
+
+    @property
+    def compiled(self) -> bool: ...
+
+    @property
+    def gpu_verified(self) -> bool: ...
+
+    @property
+    def category(self) -> str: ...
+
+
+def rows_summary(rows: Sequence[HasVerdict]) -> dict[str, float]:
+    """Figures of one group of evaluated samples.
+
+    compile_rate counts what was built (or, where no build ran, what NVRTC compiled). Correctness
+    and speed figures exist only where samples ran on a GPU: with none, they are left out rather
+    than reported as zero.
+    """
+    if not rows:
+        return {"samples": 0.0}
+    n = len(rows)
+    verified = sum(r.gpu_verified for r in rows)
+    out = {"samples": float(n), "compile_rate": sum(r.compiled for r in rows) / n,
+           "gpu_verified_rate": verified / n,
+           "cheat_rate": sum(r.verdict.reason in CHEAT_REASONS for r in rows) / n}
+    if verified:
+        full = summary([r.verdict for r in rows])
+        out |= {k: v for k, v in full.items() if k not in out}
+    return out
+
+
+def suite_metrics(rows: Sequence[HasVerdict]) -> dict[str, float]:
+    """Overall figures, plus `category.<name>.<figure>` for each category."""
+    groups: dict[str, list[HasVerdict]] = defaultdict(list)
+    for r in rows:
+        groups[r.category].append(r)
+    out = rows_summary(rows)
+    for cat, rs in sorted(groups.items()):
+        out |= {f"category.{cat}.{k}": v for k, v in rows_summary(rs).items()}
+    return out

@@ -1,53 +1,74 @@
-"""The evaluate stage (CPU level): generate for held-out tasks, static-check, NVRTC-compile.
+"""The evaluate stage: generate kernels for a suite, verify them all, score, log, gate.
 
-    kernelwright evaluate                       # <workdir>/train/final on the held-out seed tasks
-    kernelwright evaluate --model PATH --samples 4
+    kernelwright evaluate                                   # <workdir>/train/final on the held-out seed tasks
+    kernelwright evaluate --suite builtin --model models:/kernelwright-coder@candidate --samples 4
+    kernelwright evaluate --suite DIR --generations GEN_DIR # verify files someone else generated
 
-Every sample is checked statically (AST: a real kernel, no fallback) and its device code is
-compiled with NVRTC, which needs no GPU. GPU verification (correctness, timing, anti-cheat) is
-the verification protocol's job: where it does not run, results say `gpu_verified: false` with
-the reason, and no speedup or correctness figure is reported.
+Generated code lands in `<out>/generations/<problem_id>/sample_<k>.py` and is verified from
+there. Every sample gets the static checks and an NVRTC compile; on a machine with a CUDA device
+each one then runs the verification protocol (verify.py), and the figures are fast_0, fast_1, the
+fast_p curve, the geometric-mean speedup and roofline share, per category too. Without a GPU,
+results say `gpu_verified: false` with the reason, and no correctness or speed figure is made up.
+A registered model (`models:/...`) is tagged with its figures and the `champion` alias moves to it
+when the gate (gate.py) says it is better.
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 import os
-from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import mlflow
-import torch
 from rich.progress import Progress
 
 from kernelwright import atomic
 from kernelwright.config import config_to_params
-from kernelwright.curation.seed import SeedTask, load_seed_tasks, split_tasks
-from kernelwright.curation.spans import cuda_source_of
-from kernelwright.errors import UsageError
+from kernelwright.evaluation.candidates import BUILTIN, candidates_from, select_problems, write_generations
+from kernelwright.evaluation.checking import Row, Verifier, check_candidates
+from kernelwright.evaluation.gate import GateDecision
 from kernelwright.evaluation.generation import HFBackend
-from kernelwright.evaluation.nvrtc_check import compile_many
-from kernelwright.evaluation.plots import category_bars
-from kernelwright.evaluation.static_checks import check_source
-from kernelwright.prompting import extract_code, prompt_messages
-from kernelwright.training.base_model import load_base_model, load_tokenizer
+from kernelwright.evaluation.metrics import FAST_P_GRID, suite_metrics
+from kernelwright.evaluation.plots import category_groups, speedup_distribution
+from kernelwright.evaluation.problems import Problem
+from kernelwright.evaluation.registry import ModelRef, load_model, record_and_gate, resolve_ref
+from kernelwright.evaluation.verify import VerifyConfig, cuda_available, verify_many
+from kernelwright.prompting import prompt_messages
 from kernelwright.workdir import resolve_workdir
 
 NO_GPU_REASON = "no CUDA device on this machine: correctness and timing were not measured"
-PROTOCOL_REASON = "GPU verification protocol not available yet (issue #3): correctness and timing not measured"
 
 
 @dataclass
 class EvaluateConfig:
     """Config of `kernelwright evaluate`."""
 
-    model: str | None = field(default=None, metadata={"help": "Local HF checkpoint. None: <workdir>/train/final."})
-    split: str = field(default="test", metadata={"help": "Seed tasks to evaluate on: test (held-out) or all."})
-    samples: int = field(default=1, metadata={"help": "Completions per problem."})
+    model: str | None = field(default=None, metadata={
+        "help": "Local HF checkpoint or registry URI (models:/NAME@ALIAS, models:/NAME/VERSION). "
+                "None: <workdir>/train/final. With --generations it only names the model for the gate."})
+    suite: str | None = field(default=None, metadata={
+        "help": f"KernelBench-style problem folder, or '{BUILTIN}' for kernelwright's suite. "
+                "None: the seed corpus tasks of --split."})
+    generations: str | None = field(default=None, metadata={
+        "help": "Folder of candidate files (<problem_id>/sample_<k>.py or <problem_id>.py) to verify "
+                "instead of generating."})
+    split: str = field(default="test", metadata={"help": "Seed tasks when no --suite: test (held-out) or all."})
+    samples: int = field(default=1, metadata={"help": "Candidates per problem."})
     max_new_tokens: int = field(default=384, metadata={"help": "Generation budget per completion, in tokens."})
     temperature: float = field(default=0.0, metadata={"help": "Sampling temperature; 0: greedy."})
     batch_size: int = field(default=8, metadata={"help": "Prompts per generate() call."})
     seed: int = field(default=0, metadata={"help": "Sampling seed."})
+    jobs: int = field(default=0, metadata={"help": "Verification workers (builds run in parallel); 0: one per core."})
+    timeout_s: float = field(default=300.0, metadata={"help": "Wall-clock limit per candidate, build included."})
+    verify_seeds: int = field(default=2, metadata={"help": "Seeds per input distribution in the correctness check."})
+    timing_budget_s: float = field(default=1.0, metadata={"help": "Seconds of timed trials per model and shape."})
+    compile_baseline: bool = field(default=True, metadata={"help": "Also time torch.compile of the reference."})
+    gate: bool = field(default=True, metadata={
+        "help": "Tag a registered model with its figures and move `champion` when it wins; off: report only."})
     out: str | None = field(default=None, metadata={"help": "Results folder. None: <workdir>/evaluate."})
     workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
 
@@ -56,99 +77,135 @@ class EvaluateConfig:
             raise ValueError(f"split must be test or all, not {self.split!r}")
         if self.samples < 1:
             raise ValueError("samples must be at least 1")
+        if self.jobs < 0:
+            raise ValueError("jobs must be 0 (one per core) or more")
 
 
 @dataclass
-class SampleResult:
-    task_id: str
-    category: str
-    sample: int
-    static_ok: bool
-    static_reasons: list[str]
-    cuda_sources: int
-    compiled: bool
-    compile_s: float
-    compile_log: str
+class EvaluateResult:
+    metrics: dict[str, float]
+    rows: list[Row]
     gpu_verified: bool
-    gpu_reason: str
-    completion_chars: int
+    gate: GateDecision | None
+    gate_note: str
 
 
-def _compile_results(codes: list[str]) -> list[tuple[int, bool, float, str]]:
-    sources = [cuda_source_of(c) for c in codes]
-    results = compile_many([s for s in sources if s.strip()], workers=os.cpu_count() or 1)
-    it = iter(results)
-    out = []
-    for src in sources:
-        n = src.count("__global__")
-        if not src.strip():
-            out.append((0, False, 0.0, "no CUDA source string in the completion"))
-            continue
-        r = next(it)
-        out.append((n, r.ok and n > 0, r.compile_s, r.log[-2000:]))
-    return out
+def suite_id(problems: Sequence[Problem], samples: int) -> str:
+    """Digest of the problem files and the sample count: figures are comparable only within one."""
+    h = hashlib.sha256(f"samples={samples}".encode())
+    for p in sorted(problems, key=lambda p: p.id):
+        h.update(p.id.encode())
+        h.update(p.path.read_bytes())
+    return h.hexdigest()[:16]
 
 
-def check_completions(tasks: list[SeedTask], completions: list[list[str]]) -> list[SampleResult]:
-    gpu_reason = PROTOCOL_REASON if torch.cuda.is_available() else NO_GPU_REASON
-    flat = [(t, i, c) for t, cs in zip(tasks, completions, strict=True) for i, c in enumerate(cs)]
-    codes = [extract_code(c) for _, _, c in flat]
-    compiled = _compile_results(codes)
-    results = []
-    for (task, i, text), code, (n, ok, secs, log) in zip(flat, codes, compiled, strict=True):
-        static = check_source(code)
-        results.append(SampleResult(
-            task_id=task.id, category=task.category, sample=i, static_ok=static.ok,
-            static_reasons=static.reasons, cuda_sources=n, compiled=ok, compile_s=secs, compile_log=log,
-            gpu_verified=False, gpu_reason=gpu_reason, completion_chars=len(text),
-        ))
-    return results
+def generate_into(folder: Path, problems: list[Problem], ref: ModelRef, cfg: EvaluateConfig) -> None:
+    model, tokenizer = load_model(ref)
+    with Progress() as progress:
+        backend = HFBackend(model, tokenizer, cfg.max_new_tokens, cfg.temperature, cfg.batch_size, cfg.seed, progress)
+        prompts = [prompt_messages(p.path.read_text(encoding="utf-8")) for p in problems]
+        completions = backend.generate(prompts, cfg.samples)
+    write_generations(folder, problems, completions)
 
 
-def summarise(results: list[SampleResult]) -> dict[str, float]:
-    n = max(len(results), 1)
-    metrics = {
-        "samples": float(len(results)),
-        "compile_rate": sum(r.compiled for r in results) / n,
-        "static_pass_rate": sum(r.static_ok for r in results) / n,
-        "compile_and_static_rate": sum(r.compiled and r.static_ok for r in results) / n,
-        "gpu_verified_rate": sum(r.gpu_verified for r in results) / n,
-    }
-    by_cat: dict[str, list[SampleResult]] = defaultdict(list)
-    for r in results:
-        by_cat[r.category].append(r)
-    for cat, rs in sorted(by_cat.items()):
-        metrics[f"compile_rate.{cat}"] = sum(r.compiled for r in rs) / len(rs)
-    return metrics
+def verify_config(cfg: EvaluateConfig, workdir: Path) -> VerifyConfig:
+    return VerifyConfig(timeout_s=cfg.timeout_s, seeds=cfg.verify_seeds, timing_budget_s=cfg.timing_budget_s,
+                        compile_baseline=cfg.compile_baseline, build_cache=str(workdir / "cache" / "builds"))
+
+
+def _gate(ref: ModelRef | None, cfg: EvaluateConfig, gpu: bool, metrics: dict[str, float],
+          suite: str) -> tuple[GateDecision | None, str]:
+    if not cfg.gate:
+        return None, "gate off (--gate false)"
+    if ref is None or ref.version is None:
+        return None, "the model is not a registered version (pass --model models:/NAME@ALIAS to gate it)"
+    if not gpu:
+        return None, "not GPU-verified: fast_1 was not measured, so the champion stays"
+    decision = record_and_gate(ref, metrics, suite)
+    return decision, decision.reason
+
+
+def evaluate(cfg: EvaluateConfig, verifier: Verifier = verify_many) -> EvaluateResult:
+    """Generate (or read) candidates, check them, score them, and run the gate."""
+    workdir = resolve_workdir(cfg.workdir)
+    out = Path(cfg.out) if cfg.out else workdir / "evaluate"
+    problems = select_problems(cfg.suite, cfg.split)
+    model_arg = cfg.model or (None if cfg.generations else str(workdir / "train" / "final"))
+    ref = resolve_ref(model_arg) if model_arg else None
+    gen_dir = Path(cfg.generations) if cfg.generations else out / "generations"
+    if not cfg.generations:
+        assert ref is not None
+        generate_into(gen_dir, problems, ref, cfg)
+    cands = candidates_from(gen_dir, problems, cfg.samples)
+    gpu = cuda_available()
+    jobs = cfg.jobs or os.cpu_count() or 1
+    rows = check_candidates(cands, verify_config(cfg, workdir), jobs, gpu, verifier, NO_GPU_REASON)
+    metrics = suite_metrics(rows)
+    decision, note = _gate(ref, cfg, gpu, metrics, suite_id(problems, cfg.samples))
+    result = EvaluateResult(metrics, rows, gpu, decision, note)
+    _write(out, cfg, result)
+    if mlflow.active_run() is not None:
+        _log(cfg, out, result, ref)
+    return result
 
 
 def run_evaluate(cfg: EvaluateConfig) -> dict[str, float]:
-    workdir = resolve_workdir(cfg.workdir)
-    model_dir = Path(cfg.model) if cfg.model else workdir / "train" / "final"
-    if not (model_dir / "config.json").is_file():
-        raise UsageError(f"no model at {model_dir}: train one first or pass --model PATH")
-    out = Path(cfg.out) if cfg.out else workdir / "evaluate"
-    tasks = load_seed_tasks()
-    chosen = split_tasks(tasks)[1] if cfg.split == "test" else tasks
-    tokenizer = load_tokenizer(model_dir)
-    model = load_base_model(model_dir).eval()
-    with Progress() as progress:
-        backend = HFBackend(model, tokenizer, cfg.max_new_tokens, cfg.temperature, cfg.batch_size, cfg.seed, progress)
-        completions = backend.generate([prompt_messages(t.reference) for t in chosen], cfg.samples)
-    results = check_completions(chosen, completions)
-    metrics = summarise(results)
-    rows = [asdict(r) | {"completion": c} for r, c in zip(results, [c for cs in completions for c in cs], strict=True)]
-    atomic.write_json(out / "results.json", {"metrics": metrics, "gpu_verified": False,
-                                             "gpu_reason": results[0].gpu_reason if results else "", "samples": rows})
-    category_bars({k.split(".", 1)[1]: v for k, v in metrics.items() if k.startswith("compile_rate.")},
-                  "NVRTC compile rate by category", out / "compile_rate_by_category.png")
-    if mlflow.active_run() is not None:
-        mlflow.log_params({**config_to_params(cfg, "evaluate."), "evaluate.model_path": str(model_dir)})
-        mlflow.log_metrics({f"evaluate.{k}": v for k, v in metrics.items()})
-        mlflow.set_tag("gpu_verified", "false")
-        mlflow.set_tag("gpu_reason", results[0].gpu_reason if results else "")
-        table = {k: [r[k] for r in rows] for k in ("task_id", "category", "sample", "static_ok", "compiled",
-                                                    "compile_s", "gpu_verified", "gpu_reason", "completion")}
-        mlflow.log_table(table, artifact_file="evaluate/per_problem.json")
-        mlflow.log_artifacts(str(out), artifact_path="evaluate")
-    return metrics
+    return evaluate(cfg).metrics
+
+
+def _category_figures(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
+    cats: dict[str, dict[str, float]] = {}
+    for key, value in metrics.items():
+        if key.startswith("category."):
+            cat, _, name = key[len("category."):].rpartition(".")
+            cats.setdefault(cat, {})[name] = value
+    return cats
+
+
+def _write(out: Path, cfg: EvaluateConfig, result: EvaluateResult) -> None:
+    atomic.write_json(out / "results.json", {
+        "metrics": result.metrics, "gpu_verified": result.gpu_verified,
+        "gpu_reason": "" if result.gpu_verified else NO_GPU_REASON,
+        "gate": asdict(result.gate) if result.gate else None, "gate_note": result.gate_note,
+        "config": asdict(cfg), "samples": [asdict(r) for r in result.rows],
+    })
+    keys = ["compile_rate", "fast_0", "fast_1"] if result.gpu_verified else ["compile_rate"]
+    category_groups(_category_figures(result.metrics), keys, "per category", out / "per_category.png")
+    if result.gpu_verified:
+        speedups = [r.speedup for r in result.rows if r.status == "correct" and r.speedup]
+        fast = {p: result.metrics[f"fast_p.{p:g}"] for p in FAST_P_GRID}
+        speedup_distribution([float(s) for s in speedups if s], fast, out / "speedup_distribution.png")
+
+
+def _table(rows: list[Row]) -> dict[str, list[Any]]:
+    return {k: [getattr(r, k) for r in rows] for k in Row.__dataclass_fields__}
+
+
+def _log(cfg: EvaluateConfig, out: Path, result: EvaluateResult, ref: ModelRef | None) -> None:
+    mlflow.log_params({**config_to_params(cfg, "evaluate."), "evaluate.model_uri": ref.uri if ref else ""})
+    mlflow.log_metrics({f"evaluate.{k}": v for k, v in result.metrics.items() if not math.isnan(v)})
+    mlflow.set_tags({"gpu_verified": str(result.gpu_verified).lower(),
+                     "gpu_reason": "" if result.gpu_verified else NO_GPU_REASON,
+                     "gate.promoted": str(bool(result.gate and result.gate.promote)).lower(),
+                     "gate.note": result.gate_note[:500]})
+    if ref is not None and ref.version is not None:
+        mlflow.set_tags({"model.name": ref.name or "", "model.version": ref.version})
+    mlflow.log_table(_table(result.rows), artifact_file="evaluate/per_problem.json")
+    mlflow.log_artifacts(str(out), artifact_path="evaluate")
+
+
+def results_table(result: EvaluateResult) -> Any:
+    """A rich table of the figures, overall and per category (for the CLI)."""
+    from rich.table import Table
+
+    keys = ["samples", "compile_rate", "gpu_verified_rate", "cheat_rate"]
+    if result.gpu_verified:
+        keys += ["fast_0", "fast_1", "geomean_speedup", "mean_roofline_share"]
+    table = Table(title="evaluation" + ("" if result.gpu_verified else f" ({NO_GPU_REASON})"))
+    table.add_column("group")
+    for k in keys:
+        table.add_column(k, justify="right")
+    groups = {"all": result.metrics, **_category_figures(result.metrics)}
+    for name, figures in groups.items():
+        table.add_row(name, *[f"{figures[k]:.3g}" if k in figures else "-" for k in keys])
+    return table

@@ -33,6 +33,8 @@ Reason codes (one per cheat class of ../shared/design/verification.md and per fa
 | exit_called | runtime_error | the worker process exited before reporting (os._exit, sys.exit) |
 | timeout | timeout | over the time limit |
 | problem_input_independent | rejected | the problem itself does not depend on its input: cannot verify |
+| no_candidate | compile_error | `evaluate` only: no candidate file for this problem and sample |
+| no_gpu | not_verified | `evaluate` only: static checks and NVRTC passed; no GPU here, so never run |
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-STATUSES = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout")
+STATUSES = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "not_verified")
 
 REASON_STATUS: dict[str, str] = {
     "ok": "correct",
@@ -69,6 +71,8 @@ REASON_STATUS: dict[str, str] = {
     "exit_called": "runtime_error",
     "timeout": "timeout",
     "problem_input_independent": "rejected",
+    "no_candidate": "compile_error",
+    "no_gpu": "not_verified",
 }
 
 

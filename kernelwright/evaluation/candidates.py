@@ -1,0 +1,75 @@
+"""Which problems an evaluation runs on, and the candidate files it verifies for them.
+
+Problems come from a KernelBench-style folder (`--suite DIR`), kernelwright's own suite
+(`--suite builtin`), or, by default, the held-out tasks of the seed corpus. Candidates are files:
+`DIR/<problem_id>/sample_<k>.py` (or `DIR/<problem_id>.py` for one sample); generated completions
+are written in that layout first, so any evaluation can be rerun from its `generations/` folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelwright import atomic
+from kernelwright.curation.seed import load_seed_tasks, split_tasks
+from kernelwright.errors import UsageError
+from kernelwright.evaluation.problems import Problem, load_problem, load_problems, suite_root
+from kernelwright.prompting import extract_code
+
+BUILTIN = "builtin"
+SAMPLE_FILE = re.compile(r"^sample_(\d+)\.py$")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    problem: Problem
+    sample: int
+    path: Path | None  # None: no file for this sample (counted as a failure, reason no_candidate)
+
+
+def select_problems(suite: str | None, split: str) -> list[Problem]:
+    """The problems of `suite` (a folder or `builtin`); None: the seed corpus's `split` tasks."""
+    if suite == BUILTIN:
+        return load_problems(suite_root())
+    if suite:
+        return load_problems(Path(suite))
+    tasks = load_seed_tasks()
+    chosen = split_tasks(tasks)[1] if split == "test" else tasks
+    return [dataclasses.replace(load_problem(t.path / "reference.py"), id=t.id, category=t.category) for t in chosen]
+
+
+def _sample_files(folder: Path, problem: Problem) -> dict[int, Path]:
+    sub = folder / problem.id
+    if sub.is_dir():
+        return {int(m.group(1)): p for p in sub.iterdir() if (m := SAMPLE_FILE.match(p.name))}
+    single = folder / f"{problem.id}.py"
+    return {0: single} if single.is_file() else {}
+
+
+def candidates_from(folder: Path, problems: list[Problem], samples: int) -> list[Candidate]:
+    """`samples` candidates per problem from a generations folder; missing ones have path None."""
+    if not folder.is_dir():
+        raise UsageError(f"generations folder not found: {folder}")
+    out: list[Candidate] = []
+    for problem in problems:
+        files = _sample_files(folder, problem)
+        out += [Candidate(problem, k, files.get(k)) for k in range(samples)]
+    if all(c.path is None for c in out):
+        raise UsageError(f"no candidate files under {folder} for any of the {len(problems)} problems "
+                         f"(expected <problem_id>/sample_<k>.py or <problem_id>.py)")
+    return out
+
+
+def write_generations(folder: Path, problems: list[Problem], completions: list[list[str]]) -> None:
+    """Each completion's code (the fenced block, else the raw text) as `<problem_id>/sample_<k>.py`,
+    and the raw completions beside them in `completions.json`."""
+    raw: dict[str, list[str]] = {}
+    for problem, texts in zip(problems, completions, strict=True):
+        raw[problem.id] = texts
+        for k, text in enumerate(texts):
+            atomic.write_text(folder / problem.id / f"sample_{k}.py", extract_code(text) or text)
+    atomic.write_text(folder / "completions.json", json.dumps(raw, indent=1))

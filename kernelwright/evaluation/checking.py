@@ -1,0 +1,124 @@
+"""Check every candidate of an evaluation: static checks and NVRTC here, the rest on a GPU.
+
+The static checks and an NVRTC compile of the device code run on any machine. With a CUDA
+device, every candidate that passes the static checks goes through the verification protocol
+(`verify_many`: one worker process each, builds in parallel, timing one at a time). Without one,
+rows say `gpu_verified: false` and carry no correctness or speed figure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelwright.curation.spans import cuda_source_of
+from kernelwright.errors import UsageError
+from kernelwright.evaluation.candidates import Candidate
+from kernelwright.evaluation.nvrtc_check import compile_many
+from kernelwright.evaluation.verdict import Verdict
+from kernelwright.evaluation.verify import VerifyConfig, read_inputs, static_verdict
+
+NEVER_COMPILED = frozenset({"syntax_error", "no_candidate", "compile_error"})
+
+Verifier = Callable[[Sequence[VerifyConfig], int], list[Verdict]]
+
+
+@dataclass
+class Row:
+    """One candidate's result; times in ms / s, ratios unrounded."""
+
+    problem_id: str
+    category: str
+    sample: int
+    candidate: str
+    status: str
+    reason: str
+    detail: str
+    nvrtc_ok: bool
+    compiled: bool
+    gpu_verified: bool
+    compile_s: float | None = None
+    runtime_ms: float | None = None
+    ref_runtime_ms: float | None = None
+    ref_compile_runtime_ms: float | None = None
+    speedup: float | None = None
+    roofline_share: float | None = None
+    custom_kernel_time_share: float | None = None
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict(status=self.status, reason=self.reason, detail=self.detail, compile_s=self.compile_s,
+                       runtime_ms=self.runtime_ms, ref_runtime_ms=self.ref_runtime_ms,
+                       ref_compile_runtime_ms=self.ref_compile_runtime_ms, speedup=self.speedup,
+                       roofline_share=self.roofline_share, custom_kernel_time_share=self.custom_kernel_time_share)
+
+
+def _source(c: Candidate) -> str:
+    return c.path.read_text(encoding="utf-8", errors="replace") if c.path else ""
+
+
+def nvrtc_results(cands: Sequence[Candidate]) -> list[bool]:
+    """Device code of each candidate compiles with NVRTC (no CUDA string: False)."""
+    sources = [cuda_source_of(_source(c)) for c in cands]
+    todo = [s for s in sources if s.strip() and "__global__" in s]
+    it = iter(compile_many(todo, workers=os.cpu_count() or 1))
+    return [next(it).ok if (s.strip() and "__global__" in s) else False for s in sources]
+
+
+def pre_verdict(c: Candidate) -> Verdict | None:
+    """The verdict reached without a GPU: a missing file, bad Python or a static rejection."""
+    if c.path is None:
+        return Verdict.of("no_candidate", "no candidate file for this sample")
+    try:
+        source = read_inputs(c.problem.path, c.path)
+    except UsageError as exc:
+        return Verdict.of("syntax_error", str(exc))
+    return static_verdict(source)
+
+
+def _compiled(v: Verdict, nvrtc_ok: bool, ran_on_gpu: bool) -> bool:
+    """Built by the worker; or, where no build was attempted, the NVRTC compile of its device code."""
+    if v.reason in NEVER_COMPILED:
+        return False
+    return True if ran_on_gpu else nvrtc_ok
+
+
+def _row(c: Candidate, v: Verdict, nvrtc_ok: bool, ran_on_gpu: bool) -> Row:
+    return Row(problem_id=c.problem.id, category=c.problem.category, sample=c.sample,
+               candidate=str(c.path or ""), status=v.status, reason=v.reason, detail=v.detail[:500],
+               nvrtc_ok=nvrtc_ok, compiled=_compiled(v, nvrtc_ok, ran_on_gpu), gpu_verified=ran_on_gpu,
+               compile_s=v.compile_s, runtime_ms=v.runtime_ms, ref_runtime_ms=v.ref_runtime_ms,
+               ref_compile_runtime_ms=v.ref_compile_runtime_ms, speedup=v.speedup,
+               roofline_share=v.roofline_share, custom_kernel_time_share=v.custom_kernel_time_share)
+
+
+def not_verified(nvrtc_ok: bool, reason: str) -> Verdict:
+    """A candidate that passed the static checks on a machine without a GPU."""
+    if not nvrtc_ok:
+        return Verdict.of("compile_error", "device code does not compile with NVRTC")
+    return Verdict.of("no_gpu", reason)
+
+
+def check_candidates(cands: Sequence[Candidate], cfg: VerifyConfig, jobs: int, gpu: bool,
+                     verifier: Verifier, no_gpu_reason: str = "") -> list[Row]:
+    """Rows in candidate order. `cfg` gives the protocol settings; problem/candidate are filled in."""
+    nvrtc = nvrtc_results(cands)
+    pre = [pre_verdict(c) for c in cands]
+    todo = [i for i, v in enumerate(pre) if v is None]
+    verdicts: dict[int, Verdict] = {}
+    if gpu and todo:
+        cfgs = [_config(cfg, cands[i]) for i in todo]
+        verdicts = dict(zip(todo, verifier(cfgs, jobs), strict=True))
+    rows = []
+    for i, c in enumerate(cands):
+        v = pre[i] or verdicts.get(i) or not_verified(nvrtc[i], no_gpu_reason)
+        rows.append(_row(c, v, nvrtc[i], i in verdicts))
+    return rows
+
+
+def _config(base: VerifyConfig, c: Candidate) -> VerifyConfig:
+    from dataclasses import replace
+
+    return replace(base, problem=str(c.problem.path), candidate=str(Path(c.path or "")), json=None, static=False)

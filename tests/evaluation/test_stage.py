@@ -1,0 +1,129 @@
+"""The evaluate stage: candidates from a folder, CPU-level checks, figures, and the champion gate."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import mlflow
+import pytest
+from mlflow.tracking import MlflowClient
+
+from kernelwright.evaluation import stage
+from kernelwright.evaluation.candidates import candidates_from, select_problems
+from kernelwright.evaluation.stage import EvaluateConfig, evaluate
+from kernelwright.evaluation.verdict import Verdict
+from kernelwright.evaluation.verify import VerifyConfig
+from kernelwright.tracking import setup_tracking
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
+
+
+@pytest.fixture()
+def suite(tmp_path: Path) -> Path:
+    """A KernelBench level folder with the two fixture problems."""
+    root = tmp_path / "suite" / "level1"
+    root.mkdir(parents=True)
+    for name in ("affine.py", "relu_nonneg.py"):
+        shutil.copy(FIXTURES / "problems" / name, root / name)
+    return tmp_path / "suite"
+
+
+@pytest.fixture()
+def generations(tmp_path: Path) -> Path:
+    """affine: an honest sample and a try/except fallback; relu_nonneg: sample 0 only."""
+    gen = tmp_path / "gen"
+    (gen / "level1" / "affine").mkdir(parents=True)
+    shutil.copy(FIXTURES / "candidates" / "honest_affine.py", gen / "level1" / "affine" / "sample_0.py")
+    shutil.copy(FIXTURES / "candidates" / "fallback_try_except.py", gen / "level1" / "affine" / "sample_1.py")
+    (gen / "level1" / "relu_nonneg").mkdir()
+    shutil.copy(FIXTURES / "candidates" / "identity_for_relu.py", gen / "level1" / "relu_nonneg" / "sample_0.py")
+    return gen
+
+
+def test_candidates_layout_and_missing_samples(suite: Path, generations: Path) -> None:
+    problems = select_problems(str(suite), "test")
+    assert [p.id for p in problems] == ["level1/affine", "level1/relu_nonneg"]
+    cands = candidates_from(generations, problems, samples=2)
+    assert [(c.problem.id, c.sample, c.path is not None) for c in cands] == [
+        ("level1/affine", 0, True), ("level1/affine", 1, True),
+        ("level1/relu_nonneg", 0, True), ("level1/relu_nonneg", 1, False)]
+
+
+def test_builtin_suite_and_seed_split_load() -> None:
+    assert len(select_problems("builtin", "test")) >= 40
+    held_out = select_problems(None, "test")
+    assert held_out and all(p.path.name == "reference.py" for p in held_out)
+
+
+def test_cpu_evaluation_reports_no_speed_figures(suite: Path, generations: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stage, "cuda_available", lambda: False)
+    result = evaluate(EvaluateConfig(suite=str(suite), generations=str(generations), samples=2,
+                                     out=str(tmp_path / "out"), workdir=str(tmp_path / "kw")))
+    reasons = [(r.problem_id, r.sample, r.reason) for r in result.rows]
+    assert reasons == [("level1/affine", 0, "no_gpu"), ("level1/affine", 1, "fallback_try_except"),
+                       ("level1/relu_nonneg", 0, "no_gpu"), ("level1/relu_nonneg", 1, "no_candidate")]
+    m = result.metrics
+    assert m["samples"] == 4 and m["gpu_verified_rate"] == 0.0
+    assert m["compile_rate"] == 0.75  # the fallback's device code compiles; the missing file does not
+    assert m["cheat_rate"] == 0.25
+    assert "fast_0" not in m and "fast_1" not in m  # not measured, so not reported
+    assert m["category.elementwise.samples"] == 2 and m["category.level1.samples"] == 2  # CATEGORY, else level
+    assert m["category.elementwise.cheat_rate"] == 0.5
+    assert result.gate is None and "not GPU-verified" not in result.gate_note  # a path: no registered version
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert saved["gpu_verified"] is False and len(saved["samples"]) == 4
+    assert (tmp_path / "out" / "per_category.png").is_file()
+
+
+def _register(client: MlflowClient, name: str, source: Path) -> str:
+    try:
+        client.create_registered_model(name)
+    except mlflow.exceptions.MlflowException:
+        pass
+    return str(client.create_model_version(name, str(source)).version)
+
+
+def _fake_gpu(speedups: dict[str, float]):
+    """A verifier double: every candidate is correct with the speedup its file name maps to."""
+    def verify(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
+        return [Verdict.of("ok", runtime_ms=1.0, ref_runtime_ms=speedups[Path(c.candidate).parent.name],
+                           speedup=speedups[Path(c.candidate).parent.name]) for c in cfgs]
+    return verify
+
+
+def test_gate_moves_champion_only_on_improvement(suite: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    workdir = tmp_path / "kw"
+    setup_tracking(workdir)
+    client = MlflowClient()
+    gen = tmp_path / "gen1"
+    for pid in ("affine", "relu_nonneg"):
+        (gen / "level1" / pid).mkdir(parents=True)
+        shutil.copy(FIXTURES / "candidates" / "honest_affine.py", gen / "level1" / pid / "sample_0.py")
+    monkeypatch.setattr(stage, "cuda_available", lambda: True)
+    name = "kw-test-coder"
+    versions = [_register(client, name, tmp_path) for _ in range(3)]
+
+    def run(version: str, speeds: dict[str, float]) -> stage.EvaluateResult:
+        cfg = EvaluateConfig(suite=str(suite), generations=str(gen), model=f"models:/{name}/{version}",
+                             out=str(tmp_path / f"out{version}"), workdir=str(workdir))
+        return evaluate(cfg, verifier=_fake_gpu(speeds))
+
+    first = run(versions[0], {"affine": 1.5, "relu_nonneg": 0.8})
+    assert first.metrics["fast_1"] == 0.5 and first.gate is not None and first.gate.promote
+    assert str(client.get_model_version_by_alias(name, "champion").version) == versions[0]
+    worse = run(versions[1], {"affine": 0.9, "relu_nonneg": 0.8})
+    assert worse.gate is not None and not worse.gate.promote and worse.gate.reason == "fast_1 did not improve"
+    assert str(client.get_model_version_by_alias(name, "champion").version) == versions[0]
+    better = run(versions[2], {"affine": 2.0, "relu_nonneg": 1.2})
+    assert better.gate is not None and better.gate.promote
+    assert str(client.get_model_version_by_alias(name, "champion").version) == versions[2]
+    tags = client.get_model_version(name, versions[2]).tags
+    assert float(tags["kw.eval.fast_1"]) == 1.0 and tags["kw.eval.suite"] == stage.suite_id(
+        select_problems(str(suite), "test"), 1)
+    rerun = run(versions[1], {"affine": 9.0, "relu_nonneg": 9.0})
+    assert rerun.gate is not None and not rerun.gate.promote  # fast_1 ties at 1.0: no improvement

@@ -30,6 +30,11 @@ def _pad(rows: list[torch.Tensor], length: int, value: float) -> torch.Tensor:
     return out
 
 
+def _on(device: torch.device, x: torch.Tensor | int) -> torch.Tensor:
+    """A float32 scalar on `device`, made there (a host-to-device copy would wait for the stream)."""
+    return x.to(device, torch.float32) if isinstance(x, torch.Tensor) else torch.full((), float(x), device=device)
+
+
 @dataclass
 class CusetCollator(DataCollatorForLanguageModeling):
     """TRL's LM collator plus the CuSeT columns, padded with 0 and truncated with `input_ids`.
@@ -71,9 +76,11 @@ class CusetCollator(DataCollatorForLanguageModeling):
 class CusetSFTTrainer(SFTTrainer):
     """`SFTTrainer` whose `compute_loss` applies the CuSeT weights (TRL's fused LM head keeps memory flat).
 
-    Logged per step, beside TRL's `loss`: `nll` (unweighted mean NLL of the same tokens),
-    `masked_share` (share of completion tokens masked), `mean_sample_weight`, and the rebuilt
-    `entropy` and `mean_token_accuracy`.
+    Logged per step, beside TRL's `loss` (the weighted loss): `nll` (unweighted mean NLL of the same
+    tokens), `masked_share` (share of completion tokens masked), `mean_sample_weight`, and the rebuilt
+    `entropy` and `mean_token_accuracy`, all as means over the whole accumulation window (so they do
+    not depend on how a step's samples are split into micro-batches), read back with one device sync
+    per micro-batch.
     """
 
     def _set_signature_columns_if_needed(self) -> None:
@@ -88,27 +95,55 @@ class CusetSFTTrainer(SFTTrainer):
         completion_tokens = inputs.pop("completion_tokens")
         inputs["use_cache"] = False
         outputs = model(**inputs, fused_lm_head=True)
-        nll = -outputs.log_probs  # (B, L-1), zero where the next label is -100
+        nll = -outputs.log_probs  # (B, L-1) float32, zero where the next label is -100
         weights = token_w[:, 1:].to(nll.dtype) * sample_w.to(nll.device, nll.dtype)[:, None]
         num_tokens = outputs.label_mask.sum() if num_items_in_batch is None else num_items_in_batch
         loss = (weights * nll).sum() / torch.as_tensor(num_tokens, device=nll.device).clamp(min=1)
         if self.args.average_tokens_across_devices and num_items_in_batch is not None:
             loss = loss * (self.accelerator.num_processes // self.get_tp_size())
-        self._log_metrics(mode, inputs, outputs, nll, sample_w, completion_tokens)
+        self._log_metrics(mode, inputs, outputs, nll, sample_w, completion_tokens, num_items_in_batch)
         return (loss, outputs) if return_outputs else loss
 
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        """Also count the accumulation window's completion tokens and samples (for window-exact metrics)."""
+        batches, num_items_in_batch = super().get_batch_samples(epoch_iterator, num_batches, device)
+        if batches and "completion_tokens" in batches[0]:
+            self._window = (sum(b["completion_tokens"].sum() for b in batches),
+                            sum(b["sample_weight"].numel() for b in batches))
+        return batches, num_items_in_batch
+
     @torch.no_grad()
-    def _log_metrics(self, mode, inputs, outputs, nll, sample_w, completion_tokens) -> None:
-        gather = self.accelerator.gather_for_metrics
+    def _log_metrics(self, mode, inputs, outputs, nll, sample_w, completion_tokens, num_items_in_batch) -> None:
+        """Per-micro-batch sums over per-window counts, gathered and read back with ONE device sync.
+
+        In training each metric is the micro-batch's sum divided by the count over the whole accumulation
+        window, times the window's number of micro-batches, so that the mean over the window (what `log`
+        reports) is the mean over the window's tokens or samples, like `loss`: gradient accumulation of
+        4 x 1 logs exactly what one batch of 4 logs.
+        """
+        label_mask = outputs.label_mask
+        window: tuple[torch.Tensor, int] | None = getattr(self, "_window", None)
+        in_window = mode == "train" and num_items_in_batch is not None and window is not None
+        if in_window and window is not None:
+            n_tokens, n_completion, n_samples = torch.as_tensor(num_items_in_batch), window[0], window[1]
+        else:
+            n_tokens, n_completion, n_samples = label_mask.sum(), completion_tokens.sum(), sample_w.numel()
+        sums = (nll.detach().sum(), outputs.entropy.detach().sum(), outputs.is_top1.sum(),
+                completion_tokens.sum() - label_mask.sum(), sample_w.sum(), inputs["attention_mask"].sum(),
+                n_tokens, n_completion, n_samples)
+        local = torch.stack([_on(nll.device, t) for t in sums])
+        rows = self.accelerator.gather_for_metrics(local[None]).tolist()  # the one sync
+        nll_s, ent_s, top1_s, masked, w_sum, attended = (sum(r[i] for r in rows) for i in range(6))
+        # `num_items_in_batch` already counts every rank when tokens are averaged across devices
+        shared = in_window and self.args.average_tokens_across_devices
+        tokens = rows[0][6] if shared else sum(r[6] for r in rows)
+        completion, samples = (sum(r[i] for r in rows) for i in (7, 8))
+        scale = getattr(self, "current_gradient_accumulation_steps", 1) if in_window else 1
         metrics = self._metrics[mode]
-        n_valid = gather(outputs.label_mask.sum()).sum()
-        if n_valid > 0:
-            metrics["nll"].append((gather(nll.detach().sum()).sum() / n_valid).item())
-            metrics["entropy"].append((gather(outputs.entropy.detach().sum()).sum() / n_valid).item())
-            metrics["mean_token_accuracy"].append((gather(outputs.is_top1.sum()).sum() / n_valid).item())
-        n_completion = gather(completion_tokens.sum()).sum().clamp(min=1)
-        metrics["masked_share"].append(1.0 - (n_valid / n_completion).item())
-        metrics["mean_sample_weight"].append(gather(sample_w.float().mean()).mean().item())
+        for name, num, den in (("nll", nll_s, tokens), ("entropy", ent_s, tokens),
+                               ("mean_token_accuracy", top1_s, tokens), ("masked_share", masked, completion),
+                               ("mean_sample_weight", w_sum, samples)):
+            metrics[name].append(num * scale / max(den, 1.0))
         if mode == "train":
-            self._total_train_tokens += gather(inputs["attention_mask"].sum()).sum().item()
+            self._total_train_tokens += int(attended)
         metrics["num_tokens"] = [self._total_train_tokens]

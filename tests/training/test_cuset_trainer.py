@@ -29,7 +29,7 @@ def _trainer(cls, model_dir: Path, tmp_path: Path, weighting: str = "plain", ste
     tok = load_tokenizer(model_dir)
     model = load_base_model(model_dir, dtype=torch.float32, device="cpu")
     args = SFTConfig(output_dir=str(tmp_path / cls.__name__), max_steps=steps, per_device_train_batch_size=2,
-                     report_to=[], use_cpu=True, dataset_kwargs={"skip_prepare_dataset": True},
+                     report_to=[], use_cpu=True, bf16=False, dataset_kwargs={"skip_prepare_dataset": True},
                      learning_rate=1e-2, logging_steps=1, save_strategy="no")
     ds = Dataset.from_list(_examples())
     collator = CusetCollator(pad_token_id=tok.pad_token_id, weighting=weighting)

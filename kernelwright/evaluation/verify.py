@@ -44,6 +44,9 @@ class VerifyConfig:
     build_cache: str | None = field(
         default=None, metadata={"help": "Folder of content-hashed builds. None: ~/.cache/kernelwright/builds."}
     )
+    ref_timing_cache: bool = field(default=True, metadata={
+        "help": "Reuse reference timings of the same problem, shape, GPU and torch (kept in the build cache); "
+                "off: time the reference for every candidate."})
 
 
 def _default_cache() -> str:
@@ -123,7 +126,7 @@ def make_spec(cfg: VerifyConfig, lock: str | None = None) -> Spec:
     return Spec(problem=str(Path(cfg.problem).resolve()), candidate=str(Path(cfg.candidate).resolve()), result="",
                 seeds=tuple(range(cfg.seeds)), timing=cfg.timing, compile_baseline=cfg.compile_baseline,
                 memory_fraction=cfg.memory_fraction, build_cache=cfg.build_cache or _default_cache(),
-                timing_budget_s=cfg.timing_budget_s,
+                timing_budget_s=cfg.timing_budget_s, ref_timing_cache=cfg.ref_timing_cache,
                 timing_lock=lock)
 
 

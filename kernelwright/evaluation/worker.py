@@ -62,6 +62,7 @@ class Spec:
     peak_bytes_per_s: float = 4.3e12
     launch_floor_ms: float = 0.002
     build_only: bool = False
+    ref_timing_cache: bool = True
 
 
 class Progress:
@@ -196,25 +197,45 @@ def _cudart() -> ctypes.CDLL:
 
 
 class Timer:
-    """CUDA events through the runtime directly (not torch.cuda.Event, which a candidate could patch)."""
+    """CUDA events through the runtime directly (not torch.cuda.Event, which a candidate could patch).
+
+    Each trial records an end event on the stream right after the forward, then synchronises the
+    whole device and records a second one. The first is the kernel time (as triton's `do_bench`
+    measures it); the second includes any work that escaped to other streams. When the two differ
+    by more than the sync gap calibrated on a no-op, the escaped work is counted (the device-wide
+    figure is used), so side streams cannot hide time and honest kernels are not charged the gap.
+    """
 
     def __init__(self) -> None:
         self.rt = _cudart()
-        self.start, self.end = ctypes.c_void_p(), ctypes.c_void_p()
-        self.rt.cudaEventCreate(ctypes.byref(self.start))
-        self.rt.cudaEventCreate(ctypes.byref(self.end))
+        self.start, self.end, self.device_end = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        for event in (self.start, self.end, self.device_end):
+            self.rt.cudaEventCreate(ctypes.byref(event))
+        self.gap_ms = float("inf")
+        trials = [self._trial(lambda: None, 0) for _ in range(30)]
+        gaps = sorted(whole - on_stream for on_stream, whole in trials)
+        self.gap_ms = 2.0 * gaps[int(0.9 * len(gaps))] + 0.01
 
-    def time_ms(self, fn: Any, stream: int) -> float:
+    def _elapsed(self, a: ctypes.c_void_p, b: ctypes.c_void_p) -> float:
+        ms = ctypes.c_float()
+        self.rt.cudaEventElapsedTime(ctypes.byref(ms), a, b)
+        return float(ms.value)
+
+    def _trial(self, fn: Any, stream: int) -> tuple[float, float]:
         import torch
 
-        self.rt.cudaEventRecord(self.start, ctypes.c_void_p(stream))
+        s = ctypes.c_void_p(stream)
+        self.rt.cudaEventRecord(self.start, s)
         fn()
-        torch.cuda.synchronize()  # whole device: work on side streams is inside the timed region
-        self.rt.cudaEventRecord(self.end, ctypes.c_void_p(stream))
-        self.rt.cudaEventSynchronize(self.end)
-        ms = ctypes.c_float()
-        self.rt.cudaEventElapsedTime(ctypes.byref(ms), self.start, self.end)
-        return float(ms.value)
+        self.rt.cudaEventRecord(self.end, s)
+        torch.cuda.synchronize()  # whole device: work on side streams ends before device_end
+        self.rt.cudaEventRecord(self.device_end, s)
+        self.rt.cudaEventSynchronize(self.device_end)
+        return self._elapsed(self.start, self.end), self._elapsed(self.start, self.device_end)
+
+    def time_ms(self, fn: Any, stream: int) -> float:
+        on_stream, whole = self._trial(fn, stream)
+        return whole if whole - on_stream > self.gap_ms else on_stream
 
     def pending_error(self) -> int:
         return int(self.rt.cudaGetLastError())
@@ -470,29 +491,76 @@ def _exclusive(lock_path: str | None):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _ref_cache_path(problem: ModuleType, shape: dict[str, Any], spec: Spec) -> Path | None:
+    """Reference timings are kept per problem file, shape, GPU, torch version and timing settings."""
+    import torch
+
+    if not (spec.ref_timing_cache and spec.build_cache):
+        return None
+    key = json.dumps([Path(problem.__file__ or "").read_text(encoding="utf-8"), shape, torch.cuda.get_device_name(),
+                      torch.__version__, spec.seeds[0], spec.compile_baseline, spec.min_trials, spec.max_trials,
+                      spec.timing_budget_s], sort_keys=True, default=str)
+    return Path(spec.build_cache) / "ref-timings" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+
+
+def _read_ref_cache(path: Path | None) -> tuple[float, float | None] | None:
+    if path is None or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        return float(data["ref_runtime_ms"]), data["ref_compile_runtime_ms"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_ref_cache(path: Path | None, ref_ms: float, compiled_ms: float | None) -> None:
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"ref_runtime_ms": ref_ms, "ref_compile_runtime_ms": compiled_ms}))
+    os.replace(tmp, path)
+
+
 def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any], spec: Spec, timer: Timer,
-               names: set[str], dtype: str) -> ShapeResult:
+               names: set[str], dtype: str, cached: tuple[float, float | None] | None) -> ShapeResult:
+    """Candidate, reference and torch.compile baseline timed the same way, one process at a time.
+
+    `cached` reference figures (read before the candidate was imported, so it cannot forge its
+    own baseline) replace timing the reference again; torch.compile runs outside the lock.
+    """
     import torch
 
     ref_model, new_model = _models(problem, candidate, spec.seeds[0])
     sets = [_draw_inputs(problem, shape, 7000 + i, "default") for i in range(3)]
     flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
-    with torch.no_grad(), _exclusive(spec.timing_lock):
-        runtime = _median_ms(new_model, sets, timer, spec, flush)
-        ref_runtime = _median_ms(ref_model, sets, timer, spec, flush)
-        compiled = _compile_baseline(ref_model, sets, timer, spec, flush) if spec.compile_baseline else None
-        share = custom_share(new_model, sets[0], names)
-    return ShapeResult(shape=shape, correct=True, runtime_ms=runtime, ref_runtime_ms=ref_runtime,
-                       ref_compile_runtime_ms=compiled, speedup=ref_runtime / runtime if runtime > 0 else None,
+    cache = _ref_cache_path(problem, shape, spec)
+    with torch.no_grad():
+        compiled_model = _compiled(ref_model, sets) if cached is None and spec.compile_baseline else None
+        with _exclusive(spec.timing_lock):
+            runtime = _median_ms(new_model, sets, timer, spec, flush)
+            if cached is None:
+                ref_ms = _median_ms(ref_model, sets, timer, spec, flush)
+                compiled_ms = _median_ms(compiled_model, sets, timer, spec, flush) if compiled_model else None
+                _write_ref_cache(cache, ref_ms, compiled_ms)
+            else:
+                ref_ms, compiled_ms = cached
+            share = custom_share(new_model, sets[0], names)
+    return ShapeResult(shape=shape, correct=True, runtime_ms=runtime, ref_runtime_ms=ref_ms,
+                       ref_compile_runtime_ms=compiled_ms, speedup=ref_ms / runtime if runtime > 0 else None,
                        roofline_share=_roofline(problem, shape, dtype, runtime, spec), custom_kernel_time_share=share)
 
 
-def _compile_baseline(ref_model: Any, sets: list[list[Any]], timer: Timer, spec: Spec, flush: Any) -> float | None:
+def _compiled(ref_model: Any, sets: list[list[Any]]) -> Any:
+    """torch.compile of the reference, compiled and warmed up; None if it cannot compile."""
     import torch
 
     try:
         compiled = torch.compile(ref_model)
-        return _median_ms(compiled, sets, timer, spec, flush)
+        for args in sets:
+            compiled(*args)
+        torch.cuda.synchronize()
+        return compiled
     except Exception:  # noqa: BLE001 - the baseline is optional; its absence is reported as null
         return None
 
@@ -530,6 +598,7 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
     problem = import_file(Path(spec.problem), "kw_problem")
     shapes = getattr(problem, "SHAPES", None) or [{}]
     dtype = str(getattr(problem, "DTYPE", "float32"))
+    ref_cached = [_read_ref_cache(_ref_cache_path(problem, s, spec)) for s in shapes]
     _no_network()
     _patch_load_inline(spec.build_cache)
     guard = HarnessGuard()
@@ -557,7 +626,8 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
     if spec.timing:
         progress.write(phase="timing")
         names = _kernel_names(Path(spec.candidate))
-        results = [time_shape(problem, candidate, s, spec, timer, names, dtype) for s in shapes]
+        results = [time_shape(problem, candidate, s, spec, timer, names, dtype, c)
+                   for s, c in zip(shapes, ref_cached, strict=True)]
         for r, w in zip(results, worst, strict=True):
             r.max_abs_err = w
         low = [r for r in results if (r.custom_kernel_time_share or 0.0) < spec.min_custom_share]

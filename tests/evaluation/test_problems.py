@@ -63,3 +63,31 @@ def test_bad_problem_files_are_usage_errors(tmp_path: Path) -> None:
     (tmp_path / "s.py").write_text("def broken(:\n")
     with pytest.raises(UsageError, match="not valid Python"):
         load_problem(tmp_path / "s.py")
+
+
+@pytest.mark.gpu
+def test_suite_references_run_on_every_shape_on_gpu() -> None:
+    """Each suite reference runs on every shape: finite output, and it depends on the input."""
+    import torch
+
+    from kernelwright.evaluation.worker import _draw_inputs, import_file
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    failures, ran = [], 0
+    for i, p in enumerate(load_problems(suite_root())):
+        mod = import_file(p.path, f"kw_suite_{i}")
+        torch.manual_seed(0)
+        model = mod.Model(*mod.get_init_inputs()).cuda().eval()
+        for shape in p.shapes:
+            with torch.no_grad():
+                outs = [model(*_draw_inputs(mod, shape, seed, "default")) for seed in (0, 1)]
+            torch.cuda.synchronize()
+            ran += 1
+            if not all(torch.isfinite(o.float()).all() for o in outs):
+                failures.append((p.id, shape, "non-finite output"))
+            elif torch.equal(outs[0], outs[1]):
+                failures.append((p.id, shape, "output does not depend on the input"))
+        del model
+        torch.cuda.empty_cache()
+    assert ran >= 150 and not failures, failures

@@ -1,0 +1,163 @@
+"""Verified candidates per hour: kernelwright's verifier vs KernelBench's best mode (GPU only).
+
+    python bench/verify_throughput.py --candidates 32 --json out.json [--serial 4] [--skip-baseline]
+
+Candidates: the honest seed solutions of N distinct tasks (each against its own reference).
+- kernelwright: `verify_many` with one worker per core and a cold build cache; the full protocol
+  (every distribution and seed, cheat checks, profiler share, timing of candidate and reference).
+- KernelBench best mode, re-implemented here from its description: every candidate built once by
+  stock `load_inline` (full torch/extension.h, no precompiled header) in a pool of as many
+  processes as cores, then evaluated one after another, each in a fresh process: 5 correctness
+  trials (allclose 1e-2) and 100 timed trials with torch.cuda.Event; the reference is not timed.
+- serial: kernelwright with one worker, on the first `--serial` candidates (cold cache).
+Printed and saved: seconds per candidate and candidates per hour of each, and the ratio
+kernelwright / KernelBench measured in this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from kernelwright.curation.seed import SeedTask, load_seed_tasks
+from kernelwright.evaluation.verify import VerifyConfig, verify_many
+
+KB_BUILD = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("cand", sys.argv[1])
+mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+"""
+
+KB_EVAL = """
+import importlib.util, sys, torch
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod); return mod
+ref, cand = load(sys.argv[1], "ref"), load(sys.argv[2], "cand")
+init = ref.get_init_inputs()
+torch.manual_seed(0); model = ref.Model(*init).cuda()
+torch.manual_seed(0); new = cand.ModelNew(*init).cuda()
+ok = True
+with torch.no_grad():
+    for trial in range(5):
+        torch.manual_seed(trial)
+        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref.get_inputs()]
+        a, b = model(*inputs), new(*inputs)
+        torch.cuda.synchronize()
+        ok = ok and a.shape == b.shape and torch.allclose(a.float(), b.float(), atol=1e-2, rtol=1e-2)
+    times = []
+    for _ in range(3):
+        new(*inputs)
+    torch.cuda.synchronize()
+    for _ in range(100):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); new(*inputs); e.record(); torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+print("KB_RESULT", int(ok), sum(times) / len(times))
+"""
+
+
+def pick(n: int) -> list[SeedTask]:
+    """N tasks, round-robin over categories, so the builds vary."""
+    by_cat: dict[str, list[SeedTask]] = {}
+    for t in load_seed_tasks():
+        by_cat.setdefault(t.category, []).append(t)
+    order = [ts[i] for i in range(max(len(v) for v in by_cat.values())) for ts in by_cat.values() if i < len(ts)]
+    if n > len(order):
+        raise SystemExit(f"only {len(order)} seed tasks")
+    return order[:n]
+
+
+def run_kernelwright(tasks: list[SeedTask], jobs: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="kw_tp_") as cache:
+        cfgs = [VerifyConfig(problem=str(t.path / "reference.py"), candidate=str(t.path / "solution.py"),
+                             build_cache=cache, compile_baseline=False, timeout_s=600.0) for t in tasks]
+        start = time.perf_counter()
+        verdicts = verify_many(cfgs, jobs=jobs)
+        wall = time.perf_counter() - start
+    correct = sum(v.correct for v in verdicts)
+    bad = {t.id: f"{v.reason}: {v.detail[:200]}" for t, v in zip(tasks, verdicts, strict=True) if not v.correct}
+    builds = sorted(v.compile_s for v in verdicts if v.compile_s is not None)
+    return {"wall_s": wall, "candidates": len(tasks), "correct": correct, "not_correct": bad,
+            "median_build_s": builds[len(builds) // 2] if builds else None}
+
+
+def _kb_build(task: SeedTask, root: Path) -> float:
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(root / task.id))
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", KB_BUILD, str(task.path / "solution.py")], env=env, check=False,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def _kb_eval(task: SeedTask, root: Path) -> tuple[bool, float | None]:
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(root / task.id))
+    proc = subprocess.run([sys.executable, "-c", KB_EVAL, str(task.path / "reference.py"),
+                           str(task.path / "solution.py")], env=env, capture_output=True, text=True, check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith("KB_RESULT"):
+            _, ok, ms = line.split()
+            return ok == "1", float(ms)
+    return False, None
+
+
+def run_kernelbench(tasks: list[SeedTask], jobs: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="kb_tp_") as tmp:
+        root = Path(tmp)
+        start = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            builds = list(pool.map(lambda t: _kb_build(t, root), tasks))
+        built = time.perf_counter()
+        evals = [_kb_eval(t, root) for t in tasks]
+        wall = time.perf_counter() - start
+    return {"wall_s": wall, "build_phase_s": built - start, "eval_phase_s": wall - (built - start),
+            "candidates": len(tasks), "correct": sum(ok for ok, _ in evals),
+            "median_build_s": sorted(builds)[len(builds) // 2]}
+
+
+def per_hour(res: dict) -> float:
+    return 3600.0 * res["candidates"] / res["wall_s"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--candidates", type=int, default=32)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--serial", type=int, default=4, help="candidates for the one-worker figure (0: skip)")
+    ap.add_argument("--skip-baseline", action="store_true")
+    ap.add_argument("--serial-deadline-s", type=float, default=420.0, help="skip the serial phase after this")
+    ap.add_argument("--json", type=Path, default=Path("bench/results/verify_throughput.json"))
+    args = ap.parse_args()
+    tasks = pick(args.candidates)
+    out: dict = {"jobs": args.jobs, "candidates": [t.id for t in tasks]}
+    start = time.perf_counter()
+    phases = [("kernelwright", lambda: run_kernelwright(tasks, args.jobs))]
+    if not args.skip_baseline:
+        phases.append(("kernelbench_best_mode", lambda: run_kernelbench(tasks, args.jobs)))
+    if args.serial:
+        phases.append(("kernelwright_serial", lambda: run_kernelwright(tasks[:args.serial], 1)))
+    for name, phase in phases:
+        if name == "kernelwright_serial" and time.perf_counter() - start > args.serial_deadline_s:
+            print(f"skipping {name}: past --serial-deadline-s", flush=True)
+            continue
+        out[name] = phase()
+        out[name]["s_per_candidate"] = out[name]["wall_s"] / out[name]["candidates"]
+        out[name]["per_hour"] = per_hour(out[name])
+        if "kernelbench_best_mode" in out:
+            out["ratio_vs_kernelbench"] = out["kernelwright"]["per_hour"] / out["kernelbench_best_mode"]["per_hour"]
+        print(name, json.dumps(out[name]), flush=True)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=1))  # after every phase: a time-out keeps what was measured
+    print(json.dumps({k: v for k, v in out.items() if k != "candidates"}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,36 +2,43 @@
 
     kernelwright train                                   # <workdir>/curated, tiny base model
     kernelwright train --data DIR --base-model PATH --lora --max-steps 500
-    kernelwright train --config configs/train-tiny-cpu.yaml --weighting plain
+    kernelwright train --config kernelwright/configs/train-tiny-cpu.yaml --weighting plain
+    kernelwright train --ablation plain,cuset            # one child run per weighting, same data and seed
+    accelerate launch --config_file kernelwright/configs/accelerate-fsdp.yaml \
+        -m kernelwright.cli train --config kernelwright/configs/train-fsdp.yaml --base-model PATH
 
 Run again with the same output folder and it resumes from the last checkpoint into the same
-MLflow run (the run id is saved beside the checkpoints).
+MLflow run (the run id is saved beside the checkpoints). Under `accelerate launch` only the main
+process talks to MLflow.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import mlflow
 import torch
 from datasets import Dataset
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from mlflow.tracking import MlflowClient
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 from trl import SFTConfig
 
 from kernelwright import atomic
 from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
-from kernelwright.tracking import REGISTERED_MODEL, log_curated_dataset, set_alias
+from kernelwright.tracking import REGISTERED_MODEL, log_curated_dataset, set_alias, setup_tracking
 from kernelwright.training.base_model import load_base_model, load_tokenizer, resolve_base_model
 from kernelwright.training.cuset_trainer import WEIGHT_COLUMNS, WEIGHTINGS, CusetCollator, CusetSFTTrainer
 from kernelwright.workdir import resolve_workdir
 
 log = logging.getLogger(__name__)
 RUN_ID_FILE = "mlflow_run_id.txt"
+DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
 @dataclass
@@ -47,19 +54,49 @@ class TrainConfig:
     weighting: str = field(
         default="cuset", metadata={"help": "Loss weighting: plain, token (masking+alpha), region (w_s), cuset (both)."}
     )
-    lora: bool = field(default=False, metadata={"help": "Train a LoRA adapter instead of all weights."})
+    ablation: str | None = field(
+        default=None,
+        metadata={"help": "Comma-separated weightings (e.g. plain,cuset) trained one after the other on the same data "
+                          "and seed, as child runs train[<weighting>] of one parent run; `candidate` goes to the one "
+                          "equal to --weighting, if listed. None: train --weighting only."},
+    )
+    lora: bool = field(
+        default=False, metadata={"help": "Train a LoRA adapter instead of all weights. Excludes --full."}
+    )
+    full: bool = field(
+        default=False, metadata={"help": "Train all weights (also what happens without --lora). Excludes --lora."}
+    )
     lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling numerator (scale = alpha / r)."})
     lora_dropout: float = field(default=0.0, metadata={"help": "Dropout on the LoRA path; 0: off."})
     lora_target_modules: str = field(
         default="all-linear", metadata={"help": "Comma-separated module names, or all-linear."}
     )
-    merge_lora: bool = field(default=False, metadata={"help": "Merge the adapter into the base weights at the end."})
+    merge_lora: bool = field(
+        default=False, metadata={"help": "Merge the adapter into the base weights at the end (needs --lora)."}
+    )
     max_steps: int = field(default=300, metadata={"help": "Optimizer steps."})
     learning_rate: float = field(default=2e-3, metadata={"help": "Peak LR (warm-up max_steps/20, then cosine)."})
     per_device_train_batch_size: int = field(default=4, metadata={"help": "Samples per device per micro-batch."})
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per optimizer step."})
     max_length: int | None = field(default=4096, metadata={"help": "Truncate sequences to this many tokens."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Clip the gradient norm to this; 0: no clipping."})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay; 0: off."})
+    model_dtype: str = field(
+        default="auto",
+        metadata={"help": "Dtype the weights are loaded and trained in: auto (bfloat16 on a GPU, float32 on a CPU), "
+                          "bfloat16 or float32 (fp32 master weights, e.g. full fine-tuning under FSDP)."},
+    )
+    bf16: bool | None = field(
+        default=None,
+        metadata={"help": "bfloat16 autocast. None: on with a bf16-capable GPU, off on a CPU (float32 there, so "
+                          "runs compare exactly: TRL's own default, on, autocasts on a CPU too)."},
+    )
+    gradient_checkpointing: bool | None = field(
+        default=None,
+        metadata={"help": "Recompute activations in the backward (less memory, ~25%% more compute). "
+                          "None: on with a GPU, off on a CPU."},
+    )
     seed: int = field(default=0, metadata={"help": "Seed of data order, init of LoRA and dropout."})
     logging_steps: int = field(default=10, metadata={"help": "Log metrics every N steps."})
     save_steps: int = field(default=100, metadata={"help": "Checkpoint every N steps (for resume)."})
@@ -69,13 +106,31 @@ class TrainConfig:
     workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
     register: bool = field(default=True, metadata={"help": "Register the model in the MLflow registry."})
     registered_model: str = field(default=REGISTERED_MODEL, metadata={"help": "Registered model name."})
-    alias: str = field(default="candidate", metadata={"help": "Alias given to the new version."})
+    alias: str | None = field(default="candidate", metadata={"help": "Alias given to the new version; empty: none."})
+    system_metrics: bool = field(
+        default=True, metadata={"help": "Log CPU, memory, disk (and GPU with nvidia-ml-py) use to MLflow every 10 s."}
+    )
 
     def __post_init__(self) -> None:
-        if self.weighting not in WEIGHTINGS:
-            raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, not {self.weighting!r}")
+        for mode in (self.weighting, *self.ablation_modes):
+            if mode not in WEIGHTINGS:
+                raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, not {mode!r}")
+        if self.ablation is not None and (not self.ablation_modes
+                                          or len(set(self.ablation_modes)) != len(self.ablation_modes)):
+            raise ValueError(f"ablation must list distinct weightings, e.g. plain,cuset, not {self.ablation!r}")
         if self.max_steps <= 0:
             raise ValueError("max_steps must be positive")
+        if self.lora and self.full:
+            raise ValueError("--lora and --full exclude each other (a config file's `lora: true` is undone with "
+                             "--lora false)")
+        if self.merge_lora and not self.lora:
+            raise ValueError("--merge-lora needs --lora")
+        if self.model_dtype not in ("auto", *DTYPES):
+            raise ValueError(f"model_dtype must be auto, {', '.join(DTYPES)}, not {self.model_dtype!r}")
+
+    @property
+    def ablation_modes(self) -> list[str]:
+        return [m.strip() for m in (self.ablation or "").split(",") if m.strip()]
 
 
 @dataclass
@@ -134,8 +189,36 @@ def _peft_config(cfg: TrainConfig):
                       target_modules=targets, task_type="CAUSAL_LM")
 
 
+def _world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _device() -> str:
+    """This process's device: under `accelerate launch`/`torchrun` each rank loads onto its own GPU."""
+    return f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}" if torch.cuda.is_available() else "cpu"
+
+
+def _model_dtype(cfg: TrainConfig) -> torch.dtype:
+    if cfg.model_dtype != "auto":
+        return DTYPES[cfg.model_dtype]
+    return torch.bfloat16 if torch.cuda.is_available() else torch.float32
+
+
+def _checkpointing(on: bool) -> dict[str, bool]:
+    """transformers >= 5.2x renamed `gradient_checkpointing` to `activation_checkpointing` (and warns on the old
+    name, which TRL sets); older 5.x has only the old name."""
+    names = {f.name for f in fields(SFTConfig)}
+    return {n: on for n in ("gradient_checkpointing", "activation_checkpointing") if n in names}
+
+
 def _sft_args(cfg: TrainConfig, output_dir: Path) -> SFTConfig:
     on_gpu = torch.cuda.is_available()
+    bf16 = cfg.bf16 if cfg.bf16 is not None else on_gpu and torch.cuda.is_bf16_supported()
+    checkpointing = cfg.gradient_checkpointing if cfg.gradient_checkpointing is not None else on_gpu
     return SFTConfig(
         output_dir=str(output_dir),
         max_steps=cfg.max_steps,
@@ -144,11 +227,15 @@ def _sft_args(cfg: TrainConfig, output_dir: Path) -> SFTConfig:
         warmup_steps=max(1, cfg.max_steps // 20),
         per_device_train_batch_size=cfg.per_device_train_batch_size,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        max_grad_norm=cfg.max_grad_norm,
+        weight_decay=cfg.weight_decay,
         logging_steps=cfg.logging_steps,
         save_steps=cfg.save_steps,
         save_total_limit=2,
         seed=cfg.seed,
-        bf16=on_gpu and torch.cuda.is_bf16_supported(),
+        bf16=bf16,
+        fp16=False,
+        **_checkpointing(checkpointing),
         use_cpu=not on_gpu,
         report_to=["mlflow"] if mlflow.active_run() is not None else [],
         dataset_kwargs={"skip_prepare_dataset": True},
@@ -158,10 +245,24 @@ def _sft_args(cfg: TrainConfig, output_dir: Path) -> SFTConfig:
     )
 
 
+class RunIdInCheckpoints(TrainerCallback):
+    """Writes the MLflow run id into every checkpoint folder (a copied checkpoint still names its run)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if state.is_world_process_zero and folder.is_dir():
+            atomic.write_text(folder / RUN_ID_FILE, self.run_id)
+
+
 def build_trainer(cfg: TrainConfig, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                   dataset: Dataset, output_dir: Path) -> CusetSFTTrainer:
     collator = CusetCollator(pad_token_id=tokenizer.pad_token_id, weighting=cfg.weighting, max_length=cfg.max_length)
+    run = mlflow.active_run()
     return CusetSFTTrainer(
+        callbacks=[RunIdInCheckpoints(run.info.run_id)] if run is not None else None,
         model=model,
         args=_sft_args(cfg, output_dir),
         train_dataset=dataset,
@@ -172,6 +273,20 @@ def build_trainer(cfg: TrainConfig, model: PreTrainedModel, tokenizer: PreTraine
 
 
 def _save_final(trainer: CusetSFTTrainer, cfg: TrainConfig, tokenizer: PreTrainedTokenizerBase, out: Path) -> Any:
+    """Write the final model to `out` atomically; return it (in memory) for registration, or, under a
+    multi-process launch, None (every rank takes part in gathering the sharded weights, the main one writes)."""
+    if _world_size() > 1:
+        partial = out.with_name(f".{out.name}.partial")
+        trainer.save_model(str(partial))  # gathers FSDP shards; writes on the main process only
+        trainer.accelerator.wait_for_everyone()
+        if _is_main_process():
+
+            def move(tmp: Path) -> None:
+                tmp.rmdir()
+                partial.rename(tmp)
+
+            atomic.write_dir(out, move)
+        return None
     model = trainer.model
     if cfg.lora and cfg.merge_lora:
         model = model.merge_and_unload()  # type: ignore[operator]
@@ -184,10 +299,12 @@ def _save_final(trainer: CusetSFTTrainer, cfg: TrainConfig, tokenizer: PreTraine
     return model
 
 
-def _register(cfg: TrainConfig, model: Any, tokenizer: PreTrainedTokenizerBase, base: Path) -> str | None:
+def _register(cfg: TrainConfig, model: Any, tokenizer: PreTrainedTokenizerBase, base: Path, out: Path) -> str | None:
+    """Log the model to the active run and register it; the version gets tag `weighting` and alias `cfg.alias`."""
     adapter_only = cfg.lora and not cfg.merge_lora
     info = mlflow.transformers.log_model(  # type: ignore[attr-defined]
-        transformers_model={"model": model, "tokenizer": tokenizer},
+        # a multi-process run left its model on disk only (sharded in memory)
+        transformers_model=str(out) if model is None else {"model": model, "tokenizer": tokenizer},
         name="model",
         task="text-generation",
         registered_model_name=cfg.registered_model if cfg.register else None,
@@ -195,13 +312,21 @@ def _register(cfg: TrainConfig, model: Any, tokenizer: PreTrainedTokenizerBase, 
         pip_requirements=["kernelwright", "torch", "transformers", "peft"],
     )
     version = getattr(info, "registered_model_version", None)
-    if cfg.register and version is not None:
+    if not cfg.register or version is None:
+        return None
+    MlflowClient().set_model_version_tag(cfg.registered_model, str(version), "weighting", cfg.weighting)
+    mlflow.set_tag("kw.registered_version", str(version))
+    if cfg.alias:
         set_alias(str(version), cfg.alias, cfg.registered_model)
-        return str(version)
-    return None
+    return str(version)
 
 
 def run_train(cfg: TrainConfig) -> TrainResult:
+    """Train one weighting; inside an active MLflow run, log everything to it and register the model."""
+    if cfg.ablation is not None:
+        raise UsageError("run_train trains one weighting: use run_ablation for --ablation")
+    if _world_size() > 1 and cfg.lora:
+        raise UsageError("LoRA runs in one process (a 7B model's LoRA fits on one H200): use --full under FSDP")
     workdir = resolve_workdir(cfg.workdir)
     data_dir = Path(cfg.data) if cfg.data else workdir / "curated"
     output_dir = Path(cfg.output_dir) if cfg.output_dir else workdir / "train"
@@ -209,7 +334,7 @@ def run_train(cfg: TrainConfig) -> TrainResult:
     dataset = drop_unlearnable(dataset, cfg.max_length)
     base = resolve_base_model(cfg.base_model, workdir)
     tokenizer = load_tokenizer(base)
-    model = load_base_model(base, dtype=torch.float32 if not torch.cuda.is_available() else None)
+    model = load_base_model(base, dtype=_model_dtype(cfg), device=_device())
     output_dir.mkdir(parents=True, exist_ok=True)
     last = last_complete_checkpoint(output_dir)
     run = mlflow.active_run()
@@ -217,23 +342,79 @@ def run_train(cfg: TrainConfig) -> TrainResult:
         atomic.write_text(output_dir / RUN_ID_FILE, run.info.run_id)
         mlflow.log_params({**config_to_params(cfg, "kw."), **{f"cuset.{k}": str(v) for k, v in cuset.items()},
                            "kw.base_model_path": str(base)})
-        mlflow.set_tag("kw.resumed_from", str(last))  # a tag: it changes when a killed run resumes
+        mlflow.set_tags({"kw.weighting": cfg.weighting, "kw.method": "lora" if cfg.lora else "full",
+                         "kw.resumed_from": str(last)})  # a tag: it changes when a killed run resumes
         log_curated_dataset(data_dir / "data.parquet", context="train")
     torch.manual_seed(cfg.seed)
     trainer = build_trainer(cfg, model, tokenizer, dataset, output_dir)
     result = trainer.train(resume_from_checkpoint=last)
     final = _save_final(trainer, cfg, tokenizer, output_dir / "final")
-    version = _register(cfg, final, tokenizer, base) if run is not None else None
+    version = _register(cfg, final, tokenizer, base, output_dir / "final") if run is not None else None
     return TrainResult(model_dir=output_dir / "final", run_id=run.info.run_id if run else None,
                        registered_version=version, train_loss=float(result.training_loss),
                        train_runtime_s=float(result.metrics.get("train_runtime", 0.0)))
 
 
+def _output_dir(cfg: TrainConfig) -> Path:
+    return Path(cfg.output_dir) if cfg.output_dir else resolve_workdir(cfg.workdir) / "train"
+
+
+def ablation_configs(cfg: TrainConfig) -> list[TrainConfig]:
+    """One config per listed weighting: same data, seed and steps, output in <output_dir>/<weighting>; only the
+    weighting equal to `cfg.weighting` keeps the alias (`candidate`)."""
+    out = _output_dir(cfg)
+    return [replace(cfg, weighting=mode, ablation=None, output_dir=str(out / mode),
+                    alias=cfg.alias if mode == cfg.weighting else None) for mode in cfg.ablation_modes]
+
+
+def run_ablation(cfg: TrainConfig) -> list[TrainResult]:
+    """Train each weighting of `cfg.ablation` as a child run `train[<weighting>]` of the active run.
+
+    The parent run gets param `kw.ablation` and, per weighting, tag `kw.ablation.<weighting>.version`, so
+    that evaluation can compare the versions side by side. A killed ablation run again resumes each
+    unfinished weighting into its own child run.
+    """
+    parent = mlflow.active_run()
+    if parent is not None:
+        atomic.write_text(_output_dir(cfg) / RUN_ID_FILE, parent.info.run_id)
+        mlflow.log_params({"kw.ablation": cfg.ablation, "kw.seed": str(cfg.seed)})
+    results = []
+    for child in ablation_configs(cfg):
+        if parent is None:
+            results.append(run_train(child))
+            continue
+        with mlflow.start_run(run_id=resume_run_id(child), nested=True, run_name=f"train[{child.weighting}]",
+                              tags={"kernelwright.stage": "train", "kw.weighting": child.weighting},
+                              log_system_metrics=child.system_metrics):
+            result = run_train(child)
+        results.append(result)
+        mlflow.set_tag(f"kw.ablation.{child.weighting}.version", str(result.registered_version))
+        mlflow.log_metric(f"{child.weighting}.train_loss", result.train_loss)
+    return results
+
+
 def resume_run_id(cfg: TrainConfig) -> str | None:
     """The MLflow run a previous, interrupted `train` into the same output folder was logging to."""
-    workdir = resolve_workdir(cfg.workdir)
-    output_dir = Path(cfg.output_dir) if cfg.output_dir else workdir / "train"
+    output_dir = _output_dir(cfg)
     f = output_dir / RUN_ID_FILE
-    if f.is_file() and last_complete_checkpoint(output_dir) is not None:
+    if not f.is_file():
+        return None
+    children = [_output_dir(c) for c in ablation_configs(cfg)] if cfg.ablation else [output_dir]
+    if any(last_complete_checkpoint(d) is not None for d in children):
         return f.read_text().strip() or None
     return None
+
+
+def train_command(cfg: TrainConfig) -> list[TrainResult]:
+    """What `kernelwright train` runs: the work folder's MLflow store, one run (resumed when a previous run into
+    the same output folder was killed), one weighting or an ablation. Other ranks of a multi-process launch
+    train without MLflow."""
+    if not _is_main_process():
+        return run_ablation(cfg) if cfg.ablation else [run_train(cfg)]
+    setup_tracking(resolve_workdir(cfg.workdir))
+    run_id = resume_run_id(cfg)
+    name = "train-ablation" if cfg.ablation else "train"
+    with mlflow.start_run(run_id=run_id, run_name=None if run_id else name,
+                          tags=None if run_id else {"kernelwright.stage": name},
+                          log_system_metrics=cfg.system_metrics and not cfg.ablation):
+        return run_ablation(cfg) if cfg.ablation else [run_train(cfg)]

@@ -1,8 +1,13 @@
 """Static checks of a candidate file (AST only; nothing is imported or run).
 
 One implementation, shared by curation (filters) and evaluation (`verify --static`):
-- `no_kernel`: no `__global__` function in a CUDA source passed to `load_inline`/`load`, or no
-  `<<<...>>>` launch of one;
+- `no_kernel`: no real kernel: no `__global__` function in a CUDA source built with `load_inline`,
+  cpp_extension `load`, cupy `RawKernel`/`RawModule` or pycuda `SourceModule`; or no kernel of it
+  is launched (`<<<...>>>`, `cudaLaunch*`, a `RawKernel` name or `get_function`); or the Python
+  code never calls what was built (the `functions=` bindings / `m.def` names of the extension, or
+  the `RawKernel` object; only with `require_call=True`, which curation sets: verification sees
+  the kernels run and judges the rest at run time). Names built from non-literal expressions are
+  not held against a file;
 - `fallback_try_except`: `ModelNew` wraps work in try/except (the classic silent fallback);
 - `fallback_torch_op`: `ModelNew`'s methods call PyTorch compute ops (matmul, conv, F.*, ...)
   instead of the custom kernels. Allocation, views and dtype/device moves are allowed. (Python
@@ -14,6 +19,7 @@ One implementation, shared by curation (filters) and evaluation (`verify --stati
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 # Calls that only allocate, reshape or move data: allowed in ModelNew's Python code.
@@ -38,6 +44,7 @@ class StaticReport:
     details: list[str] = field(default_factory=list)
     kernels: int = 0
     launches: int = 0
+    by_reason: dict[str, list[str]] = field(default_factory=dict)  # the details of each reason
 
     @property
     def ok(self) -> bool:
@@ -47,6 +54,7 @@ class StaticReport:
         if reason not in self.reasons:
             self.reasons.append(reason)
         self.details.append(detail)
+        self.by_reason.setdefault(reason, []).append(detail)
 
 
 def _dotted(node: ast.AST) -> str:
@@ -61,16 +69,109 @@ def _string_constants(tree: ast.AST) -> list[str]:
     return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
 
 
+BUILDERS = frozenset({"load_inline", "RawKernel", "RawModule", "SourceModule"})
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^()]*\)")
+_GLOBAL_FN = re.compile(r"__global__\s+[^;{}()]*?(\w+)\s*\(")
+_CHEVRON_LAUNCH = re.compile(r"\b(\w+)\s*(?:<[^<>;()]*>)?\s*<<<")
+_API_LAUNCH = re.compile(r"\bcudaLaunch\w*\s*\(([^;]*)")
+_PYBIND_DEF = re.compile(r"\.def\s*\(\s*\"(\w+)\"")
+
+
+def _cpp_extension_imports(tree: ast.Module) -> set[str]:
+    return {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+            and (n.module or "").endswith("cpp_extension") for a in n.names}
+
+
+def _build_calls(tree: ast.Module) -> list[ast.Call]:
+    """Calls that build device code: load_inline, cpp_extension.load, cupy RawKernel/RawModule, SourceModule."""
+    from_ext = _cpp_extension_imports(tree)
+    out = []
+    for n in ast.walk(tree):
+        if not isinstance(n, ast.Call):
+            continue
+        name = _dotted(n.func)
+        head, _, last = name.rpartition(".")
+        if last in BUILDERS or (last == "load" and (head.endswith("cpp_extension") or (not head and name in from_ext))):
+            out.append(n)
+    return out
+
+
+def _str_args(call: ast.Call, keyword: str, position: int | None = None) -> list[str] | None:
+    """String literal(s) passed as `keyword` (or positional `position`); None if absent or not literal."""
+    node = next((k.value for k in call.keywords if k.arg == keyword), None)
+    if node is None and position is not None and len(call.args) > position:
+        node = call.args[position]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.List | ast.Tuple) and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+        return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return None
+
+
+def kernel_names(cuda_source: str) -> list[str]:
+    """Names of the `__global__` functions of a CUDA source."""
+    return _GLOBAL_FN.findall(_LAUNCH_BOUNDS.sub("", cuda_source))
+
+
+def _launched(sources: list[str], kernels: set[str], tree: ast.Module, builds: list[ast.Call]) -> set[str]:
+    text = "\n".join(sources)
+    found = {m for m in _CHEVRON_LAUNCH.findall(text) if m in kernels}
+    for args in _API_LAUNCH.findall(text):
+        found |= {k for k in kernels if re.search(rf"\b{re.escape(k)}\b", args)}
+    for b in builds:  # cupy RawKernel(code, "name") launches by name when called
+        if _dotted(b.func).endswith("RawKernel"):
+            found |= set(_str_args(b, "name", 1) or []) & kernels
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and _dotted(n.func).endswith("get_function"):
+            found |= set(_str_args(n, "name", 0) or []) & kernels
+    return found
+
+
+def _built_callables(tree: ast.Module, builds: list[ast.Call], sources: list[str]) -> set[str] | None:
+    """Names through which Python calls what was built; None when they cannot be read statically."""
+    names: set[str] = set()
+    for b in builds:
+        if _dotted(b.func).endswith(("load_inline", "load")):
+            bound = _str_args(b, "functions")
+            if bound is None and not any(_PYBIND_DEF.search(s) for s in sources):
+                return None
+            names |= set(bound or [])
+    names |= {m for s in sources for m in _PYBIND_DEF.findall(s)}
+    build_ids = {id(b) for b in builds}
+    for n in ast.walk(tree):  # k = cp.RawKernel(...) / mod.get_function(...): calls go through `k`
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and (
+                id(n.value) in build_ids or _dotted(n.value.func).endswith("get_function")):
+            names |= {_dotted(t).rpartition(".")[2] for t in n.targets if _dotted(t)}
+    return names
+
+
+def _calls_any(tree: ast.Module, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Call) and _dotted(n.func).rpartition(".")[2] in names for n in ast.walk(tree))
+
+
 def _check_kernels(tree: ast.Module, report: StaticReport) -> None:
-    builds = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
-              and _dotted(n.func).split(".")[-1] in ("load_inline", "load", "compile", "RawKernel", "RawModule")]
+    builds = _build_calls(tree)
     sources = [s for s in _string_constants(tree) if "__global__" in s]
+    kernels = {k for s in sources for k in kernel_names(s)}
     report.kernels = sum(s.count("__global__") for s in sources)
     report.launches = sum(s.count("<<<") for s in sources)
     if not builds or not report.kernels:
-        report.flag("no_kernel", "no __global__ kernel is built with load_inline")
-    elif not report.launches and not any("RawKernel" in _dotted(b.func) for b in builds):
-        report.flag("no_kernel", "a __global__ kernel is defined but never launched with <<<...>>>")
+        report.flag("no_kernel", "no __global__ kernel is built (load_inline, cpp_extension.load, RawKernel, ...)")
+        return
+    if kernels and not _launched(sources, kernels, tree, builds):
+        report.flag("no_kernel", f"__global__ {', '.join(sorted(kernels))} defined but never launched")
+
+
+def _check_called(tree: ast.Module, report: StaticReport) -> None:
+    """What was built must be called. Run last: a fallback already flagged is the more precise reason."""
+    if report.reasons:
+        return
+    sources = [s for s in _string_constants(tree) if "__global__" in s]
+    callables = _built_callables(tree, _build_calls(tree), sources)
+    if callables is not None and not _calls_any(tree, callables):
+        what = ", ".join(sorted(callables)) or "the built module"
+        report.flag("no_kernel", f"{what} built but never called from Python")
 
 
 def _run_time_nodes(cls: ast.ClassDef):
@@ -115,8 +216,8 @@ def _check_tampering(tree: ast.Module, report: StaticReport) -> None:
                 report.flag("harness_tampering", f"line {getattr(node, 'lineno', 0)}: assigns to {_dotted(t)}")
 
 
-def check_source(source: str) -> StaticReport:
-    """Run every static check on a candidate's Python source."""
+def check_source(source: str, require_call: bool = False) -> StaticReport:
+    """Run every static check on a candidate's Python source (`require_call`: see `no_kernel` above)."""
     report = StaticReport()
     try:
         tree = ast.parse(source)
@@ -130,4 +231,6 @@ def check_source(source: str) -> StaticReport:
         report.flag("no_model_new", "no class ModelNew")
     for cls in classes:
         _check_model_new(cls, report)
+    if require_call:
+        _check_called(tree, report)
     return report

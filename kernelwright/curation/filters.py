@@ -1,13 +1,41 @@
-"""Corpus filters, each counted with the ids it removed (report.json and an MLflow table)."""
+"""Corpus filters, each counted with the ids it removed and why (report.json and an MLflow table).
+
+Cheap to expensive; a sample is removed by the first filter it fails, under that reason:
+1. exact_duplicate: same normalised code tokens (`code_norm`) as an earlier sample;
+2. the static cheat checks of `evaluation.static_checks` (one implementation with `verify`), in
+   this order: syntax_error, no_model_new, harness_tampering, fallback_try_except, fallback_torch_op;
+3. no_kernel: no `__global__` kernel built, launched and called (`check_source(require_call=True)`);
+4. contaminated: overlaps an evaluation problem (`decontaminate`, computed by the caller);
+5. near_duplicate: MinHash/LSH Jaccard of code shingles over a threshold (`near_dup`);
+6. nvrtc_error: the device code does not compile with NVRTC (`nvrtc_filter`, cached);
+(7. too_long, in `stage.curate_samples`: over the token limit in the target tokenizer.)
+Rows that failed to parse at ingestion are `parse_errors`. Besides the removals, `flagged`
+records every sample each static check and the decontamination flag, whichever filter removed
+it: an audit of the corpus, not a second count.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol, TypeVar
 
-from kernelwright.evaluation.static_checks import check_source
+from kernelwright.curation.code_norm import code_tokens
+from kernelwright.curation.near_dup import near_duplicates
+from kernelwright.curation.nvrtc_filter import compile_all
+from kernelwright.curation.spans import cuda_source_of
+from kernelwright.evaluation.nvrtc_check import DEFAULT_ARCH
+from kernelwright.evaluation.static_checks import StaticReport, check_source
 from kernelwright.prompting import extract_code
+
+log = logging.getLogger(__name__)
+
+STATIC_REASONS = ("syntax_error", "no_model_new", "harness_tampering", "fallback_try_except", "fallback_torch_op")
+REASONS = ("exact_duplicate", *STATIC_REASONS, "no_kernel", "contaminated", "near_duplicate", "nvrtc_error")
 
 
 class HasCompletion(Protocol):
@@ -19,49 +47,154 @@ class HasCompletion(Protocol):
 
 
 S = TypeVar("S", bound=HasCompletion)
+Removals = dict[str, tuple[str, str]]  # id -> (reason, detail)
+
+
+def _entry(ids: Sequence[str], details: Mapping[str, str]) -> dict:
+    return {"count": len(ids), "ids": list(ids), "details": {i: details[i] for i in ids if i in details}}
 
 
 @dataclass
 class FilterReport:
     input_rows: int = 0
     removed: dict[str, list[str]] = field(default_factory=dict)
+    details: dict[str, dict[str, str]] = field(default_factory=dict)  # reason -> id -> why
+    parse_errors: dict[str, str] = field(default_factory=dict)  # id -> why
+    flagged: dict[str, dict[str, str]] = field(default_factory=dict)  # check -> id -> why (audit)
+    seconds: dict[str, float] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)
 
-    def remove(self, reason: str, ids: Sequence[str]) -> None:
+    def remove(self, reason: str, ids: Sequence[str], details: Mapping[str, str] | None = None) -> None:
         self.removed.setdefault(reason, []).extend(ids)
+        given = details or {}
+        self.details.setdefault(reason, {}).update({i: given[i] for i in ids if i in given})
+
+    def flag(self, check: str, details: Mapping[str, str]) -> None:
+        self.flagged.setdefault(check, {}).update(details)
 
     @property
     def kept(self) -> int:
-        return self.input_rows - sum(len(v) for v in self.removed.values())
+        return self.input_rows - len(self.parse_errors) - sum(len(v) for v in self.removed.values())
 
     def as_dict(self) -> dict:
         return {
             "input_rows": self.input_rows,
             "kept": self.kept,
-            "removed": {k: {"count": len(v), "ids": v} for k, v in self.removed.items()},
+            "parse_errors": _entry(list(self.parse_errors), self.parse_errors),
+            "removed": {k: _entry(v, self.details.get(k, {})) for k, v in self.removed.items()},
+            "flagged": {k: _entry(sorted(v), v) for k, v in self.flagged.items()},
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+            "stats": self.stats,
         }
 
     def table(self) -> dict[str, list]:
-        reasons = sorted(self.removed)
-        return {"filter": reasons, "removed": [len(self.removed[r]) for r in reasons],
-                "example_ids": [", ".join(self.removed[r][:5]) for r in reasons]}
+        reasons = ["parse_error", *self.removed]
+        ids = {"parse_error": list(self.parse_errors), **self.removed}
+        return {"filter": reasons, "removed": [len(ids[r]) for r in reasons],
+                "flagged": [len(self.flagged.get(r, {})) for r in reasons],
+                "example_ids": [", ".join(ids[r][:5]) for r in reasons]}
 
 
-def run_filters(samples: Sequence[S], key: Callable[[S], str]) -> tuple[list[S], FilterReport]:
-    """Exact-duplicate removal (by `key`), then the static kernel and fallback checks."""
-    report = FilterReport(input_rows=len(samples))
-    seen: set[str] = set()
-    kept: list[S] = []
+@dataclass(frozen=True)
+class FilterSettings:
+    near_dup_threshold: float = 0.85  # Jaccard; above 1: off
+    shingle: int = 5
+    num_perm: int = 128
+    nvrtc: bool = True
+    nvrtc_arch: str = DEFAULT_ARCH
+    workers: int = 2
+    cache_dir: Path | None = None  # None: NVRTC results are not kept on disk
+
+
+def _code(s: HasCompletion) -> str:
+    return extract_code(s.completion)
+
+
+def _exact(samples: Sequence[HasCompletion]) -> Removals:
+    seen: dict[str, str] = {}
+    out: Removals = {}
     for s in samples:
-        k = key(s)
-        if k in seen:
-            report.remove("exact_duplicate", [s.id])
-            continue
-        seen.add(k)
-        static = check_source(extract_code(s.completion))
-        if not static.ok:
-            report.remove(static.reasons[0], [s.id])
-            continue
-        kept.append(s)
-    for reason in ("exact_duplicate", "no_kernel", "fallback_try_except", "fallback_torch_op", "syntax_error"):
+        key = hashlib.sha256(" ".join(code_tokens(_code(s))).encode()).hexdigest()
+        if key in seen:
+            out[s.id] = ("exact_duplicate", f"same code as {seen[key]}")
+        else:
+            seen[key] = s.id
+    return out
+
+
+def _first_static(report: StaticReport, reasons: Sequence[str]) -> tuple[str, str] | None:
+    reason = next((r for r in reasons if r in report.reasons), None)
+    return (reason, report.by_reason[reason][0]) if reason else None
+
+
+def _static_step(reports: Mapping[str, StaticReport], reasons: Sequence[str]) -> Callable[[Sequence[S]], Removals]:
+    def step(samples: Sequence[S]) -> Removals:
+        out: Removals = {}
+        for s in samples:
+            hit = _first_static(reports[s.id], reasons)
+            if hit:
+                out[s.id] = hit
+        return out
+    return step
+
+
+def _near_dup_step(settings: FilterSettings) -> Callable[[Sequence[S]], Removals]:
+    def step(samples: Sequence[S]) -> Removals:
+        if settings.near_dup_threshold > 1:
+            return {}
+        found = near_duplicates([(s.id, _code(s)) for s in samples], settings.near_dup_threshold,
+                                settings.shingle, settings.num_perm)
+        return {k: ("near_duplicate", f"~{d.of} (Jaccard {d.jaccard:.2f})") for k, d in found.items()}
+    return step
+
+
+def _nvrtc_step(settings: FilterSettings, report: FilterReport) -> Callable[[Sequence[S]], Removals]:
+    def step(samples: Sequence[S]) -> Removals:
+        if not settings.nvrtc:
+            return {}
+        items = [(s.id, cuda_source_of(_code(s))) for s in samples]
+        if settings.cache_dir is None:
+            raise ValueError("the NVRTC filter needs a cache_dir")
+        results, stats = compile_all([i for i in items if i[1]], settings.cache_dir, settings.workers,
+                                     settings.nvrtc_arch)
+        report.stats.update(nvrtc_compiled=stats.compiled, nvrtc_cache_hits=stats.cache_hits)
+        out: Removals = {k: ("nvrtc_error", "no CUDA source string to compile") for k, src in items if not src}
+        for k, res in results.items():
+            if not res.ok:
+                first = next((ln for ln in res.log.splitlines() if "error" in ln), res.log[:200])
+                out[k] = ("nvrtc_error", first.strip())
+        return out
+    return step
+
+
+def run_filters(samples: Sequence[S], settings: FilterSettings, contaminated: Mapping[str, str] | None = None,
+                report: FilterReport | None = None) -> tuple[list[S], FilterReport]:
+    """Apply the filters in order; `contaminated` maps the ids to remove as contaminated to their matches."""
+    report = report if report is not None else FilterReport(input_rows=len(samples))
+    for reason in REASONS:
         report.removed.setdefault(reason, [])
+    start = time.perf_counter()
+    reports = {s.id: check_source(_code(s), require_call=True) for s in samples}
+    report.seconds["static_checks"] = time.perf_counter() - start
+    for reason in (*STATIC_REASONS, "no_kernel"):
+        report.flag(reason, {k: "; ".join(r.by_reason[reason]) for k, r in reports.items() if reason in r.reasons})
+    contaminated = contaminated or {}
+    steps: list[tuple[str, Callable[[Sequence[S]], Removals]]] = [
+        ("exact_duplicate", _exact),
+        ("static", _static_step(reports, STATIC_REASONS)),
+        ("kernel_present", _static_step(reports, ("no_kernel",))),
+        ("decontaminate", lambda ss: {s.id: ("contaminated", contaminated[s.id]) for s in ss if s.id in contaminated}),
+        ("near_duplicate", _near_dup_step(settings)),
+        ("nvrtc", _nvrtc_step(settings, report)),
+    ]
+    kept = list(samples)
+    for name, step in steps:
+        start = time.perf_counter()
+        removals = step(kept)
+        for reason in dict.fromkeys(r for r, _ in removals.values()):
+            ids = [s.id for s in kept if s.id in removals and removals[s.id][0] == reason]
+            report.remove(reason, ids, {i: removals[i][1] for i in ids})
+        kept = [s for s in kept if s.id not in removals]
+        report.seconds[name] = time.perf_counter() - start
+        log.info("filter %s: %d removed, %d left", name, len(removals), len(kept))
     return kept, report

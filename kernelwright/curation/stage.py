@@ -2,6 +2,12 @@
 
     kernelwright curate                       # bundled seed corpus, train split, tiny base model
     kernelwright curate --base-model PATH --out DIR
+    kernelwright curate --input corpus.jsonl [--input PATH ...] [--map prompt=ref_code,completion=custom_code] \
+        [--decontaminate-against EVAL_DIR ...] [--base-model PATH] --out DIR
+
+With `--input`, the inputs are read and normalised by `ingest` (written to `DIR/ingested.parquet`,
+parse failures included) and filtered by `filters` (`--decontaminate-against` folders feed the
+`contaminated` filter).
 
 Output `DIR/data.parquet`, one row per sample: input_ids, labels (-100 on the prompt),
 token_weights (m_t * a_t), loss_mask (m_t), sample_weight, and the diagnostics p, sensitive,
@@ -10,12 +16,12 @@ span_kind, region_id; `DIR/cuset.json` holds the constants, `DIR/report.json` th
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import mlflow
 import polars as pl
@@ -25,13 +31,16 @@ from transformers import PreTrainedTokenizerBase
 from kernelwright import atomic
 from kernelwright.config import config_to_params
 from kernelwright.curation.confidence import ConfidenceScorer, model_fingerprint, score_chunked
-from kernelwright.curation.filters import FilterReport, run_filters
+from kernelwright.curation.decontaminate import build_index, contaminated
+from kernelwright.curation.filters import FilterReport, FilterSettings, run_filters
 from kernelwright.curation.heatmap import weight_heatmap_html
+from kernelwright.curation.ingest import FIELDS, ingest, parse_map
 from kernelwright.curation.seed import SeedTask, load_seed_tasks, split_tasks
 from kernelwright.curation.spans import completion_spans
 from kernelwright.curation.weights import CusetParams, sample_weights, token_weights
-from kernelwright.errors import NotImplementedStage, UsageError
-from kernelwright.prompting import completion_text, prompt_messages
+from kernelwright.errors import UsageError
+from kernelwright.evaluation.nvrtc_check import DEFAULT_ARCH
+from kernelwright.prompting import completion_text, extract_code, prompt_messages
 from kernelwright.tracking import log_curated_dataset
 from kernelwright.training.base_model import load_base_model, load_tokenizer, resolve_base_model
 from kernelwright.workdir import resolve_workdir
@@ -45,8 +54,42 @@ class CurateConfig:
 
     input: list[str] = field(
         default_factory=list,
-        metadata={"help": "Corpus paths to ingest. Empty: the bundled seed corpus."},
+        metadata={"help": "Corpus to ingest (JSONL, JSON, Parquet, CSV, a save_to_disk folder, a seed or "
+                          "KernelBench-style folder); repeatable. Empty: the bundled seed corpus.",
+                  "action": "extend"},
     )
+    map: list[str] = field(
+        default_factory=list,
+        metadata={"help": f"FIELD=COLUMN pairs, comma-separated (fields: {', '.join(FIELDS)}), e.g. "
+                          "prompt=ref_code,completion=custom_code. Unmapped fields try common column names.",
+                  "action": "extend"},
+    )
+    decontaminate_against: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Evaluation problem folders (every *.py below); samples overlapping one are removed "
+                          "as contaminated; repeatable. Empty: off.", "action": "extend"},
+    )
+    decontam_ngram: int = field(
+        default=13, metadata={"help": "Decontamination n-gram length, in normalised code tokens."}
+    )
+    decontam_min_share: float = field(
+        default=0.5,
+        metadata={"help": "A sample is contaminated when more than this share of a problem's distinct n-grams "
+                          "occur in its prompt + completion (0: any shared n-gram)."},
+    )
+    near_dup_threshold: float = field(
+        default=0.85,
+        metadata={"help": "Near duplicate at or above this Jaccard similarity of code shingles (0: off)."},
+    )
+    near_dup_shingle: int = field(default=5, metadata={"help": "Near-duplicate shingle length, in code tokens."})
+    near_dup_num_perm: int = field(
+        default=128, metadata={"help": "MinHash permutations (LSH accuracy knob; at least 32)."}
+    )
+    nvrtc: bool = field(
+        default=True, metadata={"help": "NVRTC-compile each sample's device code on the CPU; false: skip."}
+    )
+    nvrtc_arch: str = field(default=DEFAULT_ARCH, metadata={"help": "NVRTC --gpu-architecture."})
+    workers: int = field(default=0, metadata={"help": "Processes for NVRTC compiles. 0: one per CPU core."})
     split: str = field(
         default="train",
         metadata={"help": "Seed corpus split to curate: train, test (held-out tasks) or all."},
@@ -88,11 +131,24 @@ class CurateConfig:
             raise ValueError("need 0 <= tau_low <= tau_high <= 1")
         if self.w_min > self.w_max:
             raise ValueError("need w_min <= w_max")
+        if not 0.0 <= self.near_dup_threshold <= 1.0:
+            raise ValueError("near_dup_threshold is a Jaccard similarity in [0, 1] (0: off)")
+        if not 0.0 <= self.decontam_min_share < 1.0:
+            raise ValueError("decontam_min_share must be in [0, 1)")
+        if min(self.decontam_ngram, self.near_dup_shingle) < 1 or self.near_dup_num_perm < 32 or self.workers < 0:
+            raise ValueError("need decontam_ngram >= 1, near_dup_shingle >= 1, near_dup_num_perm >= 32, workers >= 0")
 
     def cuset(self) -> CusetParams:
         return CusetParams(
             tau_high=self.tau_high, tau_low=self.tau_low, region_gap=self.region_gap, rho_max=self.rho_max,
             alpha=self.alpha, lam=self.region_lambda, w_min=self.w_min, w_max=self.w_max,
+        )
+
+    def filters(self, workdir: Path) -> FilterSettings:
+        return FilterSettings(
+            near_dup_threshold=self.near_dup_threshold or 2.0, shingle=self.near_dup_shingle,
+            num_perm=self.near_dup_num_perm, nvrtc=self.nvrtc, nvrtc_arch=self.nvrtc_arch,
+            workers=self.workers or os.cpu_count() or 1, cache_dir=workdir / "cache" / "nvrtc",
         )
 
 
@@ -184,8 +240,8 @@ def mark_sensitive(tokens: pl.LazyFrame, spans: pl.LazyFrame) -> pl.LazyFrame:
         .join(spans, on="sample")
         .filter((pl.col("s_start") < pl.col("tok_end")) & (pl.col("s_end") > pl.col("tok_start")))
         .with_columns(span_len=pl.col("s_end") - pl.col("s_start"))
-        .sort("span_len")
-        .group_by("sample", "pos")
+        .sort("span_len", "s_start", "kind")
+        .group_by("sample", "pos", maintain_order=True)
         .agg(span_kind=pl.col("kind").first())
     )
     return tokens.join(hits, on=["sample", "pos"], how="left").with_columns(c=pl.col("span_kind").is_not_null())
@@ -224,9 +280,12 @@ def curate_samples(samples: list[Sample], tokenizer: PreTrainedTokenizerBase, mo
     """Tokenise, drop samples over `cfg.max_length` (before scoring them, and before the sample
     weights are normalised over the corpus), then score and weight the rest."""
     tokenized = [tokenize_sample(tokenizer, s) for s in samples]
-    fits = [len(t["prompt_ids"]) + len(t["completion_ids"]) <= cfg.max_length for t in tokenized]
+    lengths = [len(t["prompt_ids"]) + len(t["completion_ids"]) for t in tokenized]
+    fits = [n <= cfg.max_length for n in lengths]
     if report is not None:
-        report.remove("too_long", [s.id for s, ok in zip(samples, fits, strict=True) if not ok])
+        long = {s.id: f"{n} tokens > max_length {cfg.max_length}" for s, n in zip(samples, lengths, strict=True)
+                if n > cfg.max_length}
+        report.remove("too_long", list(long), long)
     samples = [s for s, ok in zip(samples, fits, strict=True) if ok]
     tokenized = [t for t, ok in zip(tokenized, fits, strict=True) if ok]
     if not samples:
@@ -259,38 +318,83 @@ def curate_samples(samples: list[Sample], tokenizer: PreTrainedTokenizerBase, mo
     return data, stats
 
 
-def _dedupe_key(text: str) -> str:
-    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
+def samples_of(corpus: pl.DataFrame) -> list[Sample]:
+    """The usable rows of an ingested corpus (no parse error) as samples."""
+    ok = corpus.filter(pl.col("parse_error").is_null())
+    return [Sample(id=r["id"], task_id=r["task_id"] or r["id"], category=r["category"] or "uncategorised",
+                   source=r["source"], prompt=r["prompt"], completion=r["completion"])
+            for r in ok.iter_rows(named=True)]
+
+
+def _seed_corpus(split: str) -> pl.DataFrame:
+    rows = [{**{k: getattr(s, k) for k in ("id", "source", "task_id", "category", "prompt", "completion")},
+             "license": "Apache-2.0", "meta": "{}", "parse_error": None} for s in seed_samples(split)]
+    return pl.DataFrame(rows, schema={**dict.fromkeys(FIELDS, pl.Utf8), "meta": pl.Utf8, "parse_error": pl.Utf8})
+
+
+def _contamination(cfg: CurateConfig, corpus: pl.DataFrame) -> dict[str, str]:
+    """id -> matched problems, for every row of the corpus (parse failures too: their prompt may match)."""
+    if not cfg.decontaminate_against:
+        return {}
+    index = build_index(cfg.decontaminate_against, cfg.decontam_ngram)
+    texts = {r["id"]: [t for t in (r["prompt"], r["completion"] and extract_code(r["completion"])) if t]
+             for r in corpus.iter_rows(named=True)}
+    return contaminated(index, texts, cfg.decontam_min_share)
 
 
 def run_curate(cfg: CurateConfig) -> Path:
-    """Curate, write `out/`, and log the run to MLflow (inside the active run, if any)."""
-    if cfg.input:
-        raise NotImplementedStage(
-            "curating your own corpus (--input) comes with issue #4 (ingestion); for now curate "
-            "runs on the bundled seed corpus"
-        )
+    """Ingest (or take the seed corpus), filter, score and weight; write `out/` and log the run to
+    MLflow (inside the active run, if any). When no sample is left, report.json is still written."""
     workdir = resolve_workdir(cfg.workdir)
     out = Path(cfg.out) if cfg.out else workdir / "curated"
-    samples = seed_samples(cfg.split)
-    kept, report = run_filters(samples, key=lambda s: _dedupe_key(s.completion))
+    inputs: list[tuple[Path, pl.DataFrame]] = []
+    if cfg.input:
+        corpus, inputs = ingest(cfg.input, parse_map(cfg.map))
+        _write_frame(out / "ingested.parquet", corpus)
+    else:
+        corpus = _seed_corpus(cfg.split)
+    errors = corpus.filter(pl.col("parse_error").is_not_null())
+    report = FilterReport(input_rows=corpus.height, parse_errors=dict(zip(errors["id"], errors["parse_error"],
+                                                                          strict=True)))
+    flagged = _contamination(cfg, corpus)
+    report.flag("contaminated", flagged)
+    kept, report = run_filters(samples_of(corpus), cfg.filters(workdir), flagged, report)
     if not kept:
-        raise UsageError(f"no sample is left after filtering ({report.as_dict()['removed']}); nothing to write")
+        _nothing_left(cfg, out, report, inputs, "no sample is left after filtering")
     base = resolve_base_model(cfg.base_model, workdir)
     tokenizer = load_tokenizer(base)
     model = load_base_model(base).eval()
-    with Progress() as progress:
-        data, stats = curate_samples(kept, tokenizer, model, cfg, progress, report)
+    try:
+        with Progress() as progress:
+            data, stats = curate_samples(kept, tokenizer, model, cfg, progress, report)
+    except UsageError as exc:
+        _nothing_left(cfg, out, report, inputs, str(exc))
     _write(out, data, cfg, report, stats, base, tokenizer.decode)
     _log(cfg, out, data, report, stats, base)
+    _log_inputs(inputs)
     return out
+
+
+def _nothing_left(cfg: CurateConfig, out: Path, report: FilterReport, inputs: list[tuple[Path, pl.DataFrame]],
+                  why: str) -> NoReturn:
+    """Write report.json (the counts that emptied the corpus) and log them, then stop with a UsageError."""
+    atomic.write_json(out / "report.json", {"filters": report.as_dict(), "stats": {}})
+    if mlflow.active_run() is not None:
+        mlflow.log_params(config_to_params(cfg, "curate."))
+        mlflow.log_table(report.table(), artifact_file="curate/filters.json")
+        mlflow.log_artifact(str(out / "report.json"), artifact_path="curate")
+    _log_inputs(inputs)
+    raise UsageError(f"{why}; report: {out / 'report.json'}")
+
+
+def _write_frame(path: Path, frame: pl.DataFrame) -> None:
+    with atomic.atomic_path(path) as tmp:
+        frame.write_parquet(tmp)
 
 
 def _write(out: Path, data: pl.DataFrame, cfg: CurateConfig, report: FilterReport,
            stats: dict[str, Any], base: Path, decode: Any) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    with atomic.atomic_path(out / "data.parquet") as tmp:
-        data.write_parquet(tmp)
+    _write_frame(out / "data.parquet", data)
     atomic.write_json(out / "cuset.json", asdict(cfg.cuset()))
     atomic.write_json(out / "report.json", {"filters": report.as_dict(), "stats": stats, "base_model": str(base)})
     atomic.write_text(out / "weights.html", weight_heatmap_html(data.head(4), decode))
@@ -303,6 +407,19 @@ def _log(cfg: CurateConfig, out: Path, data: pl.DataFrame, report: FilterReport,
     mlflow.log_params({**config_to_params(cfg, "curate."), "curate.base_model_path": str(base)})
     mlflow.log_metrics({f"curate.{k}": float(v) for k, v in stats.items()})
     mlflow.log_metrics({f"curate.removed.{k}": float(len(v)) for k, v in report.removed.items()})
+    mlflow.log_metrics({f"curate.flagged.{k}": float(len(v)) for k, v in report.flagged.items()})
+    mlflow.log_metrics({"curate.input_rows": float(report.input_rows), "curate.kept": float(report.kept),
+                        "curate.parse_errors": float(len(report.parse_errors))})
     mlflow.log_table(report.table(), artifact_file="curate/filters.json")
     log_curated_dataset(out / "data.parquet", context="curate.output")
     mlflow.log_artifacts(str(out), artifact_path="curate")
+
+
+def _log_inputs(inputs: list[tuple[Path, pl.DataFrame]]) -> None:
+    """Each input, as ingested, as an MLflow dataset (its digest identifies the data)."""
+    if mlflow.active_run() is None:
+        return
+    for path, frame in inputs:
+        dataset = mlflow.data.from_polars(  # type: ignore[attr-defined]
+            frame, source=path.resolve().as_uri(), name=path.name)
+        mlflow.log_input(dataset, context="curate.input")

@@ -27,3 +27,39 @@ def test_too_long_samples_are_dropped_before_weighting(tiny_model_dir: Path) -> 
     assert row["labels"][: row["prompt_len"]] == [-100] * row["prompt_len"]
     with pytest.raises(UsageError, match="max_length"):
         curate_samples(samples, tok, model, CurateConfig(max_length=min(lengths) - 1))
+
+
+def _corpus(path: Path) -> Path:
+    import json
+
+    from kernelwright.curation.seed import load_seed_tasks
+
+    recs = [{"level_id": 1, "task_id": i + 1, "ref_code": t.reference, "custom_code": t.solution}
+            for i, t in enumerate(load_seed_tasks()[::24][:3])]
+    recs.append({"level_id": 1, "task_id": 9, "ref_code": recs[0]["ref_code"], "custom_code": None})
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs) + "{broken\n")
+    return path
+
+
+def test_curate_cli_on_an_input_corpus(tmp_path: Path, tiny_model_dir: Path) -> None:
+    import json
+
+    import polars as pl
+    from mlflow.tracking import MlflowClient
+
+    from kernelwright.cli import main
+    from kernelwright.workdir import tracking_uri
+
+    corpus, out, wd = _corpus(tmp_path / "c.jsonl"), tmp_path / "out", tmp_path / "wd"
+    args = ["curate", "--input", str(corpus), "--map", "prompt=ref_code,completion=custom_code",
+            "--base-model", str(tiny_model_dir), "--out", str(out), "--workdir", str(wd)]
+    assert main(args) == 0
+    report = json.loads((out / "report.json").read_text())["filters"]
+    assert (report["input_rows"], report["kept"], report["parse_errors"]["count"]) == (5, 3, 2)
+    assert pl.read_parquet(out / "data.parquet").height == 3
+    assert pl.read_parquet(out / "ingested.parquet").height == 5
+    client = MlflowClient(tracking_uri(wd))
+    run = client.search_runs([client.get_experiment_by_name("kernelwright").experiment_id])[0]
+    assert run.data.params["curate.near_dup_threshold"] == "0.85"
+    assert {i.dataset.name for i in run.inputs.dataset_inputs} >= {"c.jsonl", "curated"}
+    assert main([*args[:4], "prompt=ref_code,completion=kernel", *args[5:]]) == 2  # missing column: exit 2

@@ -233,18 +233,33 @@ def _span_frame(samples: list[Sample]) -> tuple[pl.DataFrame, dict[str, int]]:
 def mark_sensitive(tokens: pl.LazyFrame, spans: pl.LazyFrame) -> pl.LazyFrame:
     """c_t and span_kind: a token is sensitive where its characters overlap a span.
 
-    Where spans nest, the token takes the kind of the innermost (shortest) span.
+    Where spans nest, the token takes the kind of the innermost (shortest) span; equal lengths:
+    the earlier span, then the kind's name. Rows come back sorted by (sample, pos).
+
+    Within a sample, token offsets grow with pos, so the tokens a span [s, e) overlaps are one run:
+    from the first with tok_end > s to the last with tok_start < e. Two as-of joins on
+    (sample, offset) keys find both ends; only those runs are expanded.
     """
-    hits = (
-        tokens.filter(pl.col("completion")).select("sample", "pos", "tok_start", "tok_end")
-        .join(spans, on="sample")
-        .filter((pl.col("s_start") < pl.col("tok_end")) & (pl.col("s_end") > pl.col("tok_start")))
-        .with_columns(span_len=pl.col("s_end") - pl.col("s_start"))
-        .sort("span_len", "s_start", "kind")
-        .group_by("sample", "pos", maintain_order=True)
-        .agg(span_kind=pl.col("kind").first())
+    big = 1 << 32  # offsets stay below this; sample * big + offset orders (sample, offset)
+    t = tokens.sort("sample", "pos").with_row_index("_g")
+    key = pl.col("sample") * big
+    ends = t.select(pl.col("_g").alias("_lo"), _k=key + pl.col("tok_end").fill_null(-1))
+    starts = t.select(pl.col("_g").alias("_hi"), _k=key + pl.col("tok_start").fill_null(-1))
+    runs = (
+        spans.with_columns(_len=pl.col("s_end") - pl.col("s_start"))
+        .sort("_len", "s_start", "kind").with_row_index("_o")  # _o: innermost first
+        .with_columns(_lo_k=key + pl.col("s_start") + 1, _hi_k=key + pl.col("s_end") - 1)
+        .sort("_lo_k").join_asof(ends, left_on="_lo_k", right_on="_k", strategy="forward")
+        .sort("_hi_k").join_asof(starts, left_on="_hi_k", right_on="_k", strategy="backward")
+        .filter(pl.col("_lo") <= pl.col("_hi"))
     )
-    return tokens.join(hits, on=["sample", "pos"], how="left").with_columns(c=pl.col("span_kind").is_not_null())
+    hits = (
+        runs.select("_o", _g=pl.int_ranges("_lo", pl.col("_hi") + 1)).explode("_g")
+        .group_by("_g").agg(pl.col("_o").min())
+        .join(runs.select("_o", span_kind="kind"), on="_o").select("_g", "span_kind")
+    )
+    out = t.join(hits, on="_g", how="left", maintain_order="left").drop("_g")
+    return out.with_columns(c=pl.col("span_kind").is_not_null()).collect(engine="in-memory").lazy()
 
 
 def assemble(tokens: pl.DataFrame, per_sample: pl.DataFrame, samples: list[Sample],

@@ -1,16 +1,20 @@
 """CuSeT token and sample weights from p_t and c_t, in Polars (../shared/design/cuset.md).
 
+    .venv/bin/python -m pytest tests/curation/test_weights.py tests/curation/test_cuset_by_hand.py
+    .venv/bin/python bench/curation_weights.py        # speed, and equality with a plain loop
+
 Input: one row per token with `sample` (int), `pos` (token index in the sequence), `completion`
 (bool: a completion token, i.e. one the loss sees), `p` (base-model probability of the gold
 token; null on prompt tokens) and `c` (bool: overlaps a CUDA-critical span).
 
 Per completion token t of sample s (T_s completion tokens):
   high = p >= tau_high,  low = p < tau_low
-  regions: maximal runs of tokens with c and low, merged across gaps of <= region_gap tokens;
-           every token from a region's first to its last candidate belongs to it (region_id)
+  regions: maximal runs of tokens with c and low (candidates), merged across gaps of <= region_gap
+           tokens; every token from a region's first to its last candidate belongs to it (region_id)
   R_s = tokens in regions / T_s
   boilerplate = not c and high and not in a region; the
            k_s = floor(rho_max * mean(high) * n_boilerplate_s) most confident of them are masked
+           (equal p: the earlier token first)
   m_t = 0 for masked tokens and prompt tokens, else 1;  a_t = alpha if c and high, else 1
   token_weight = m_t * a_t
   w_s = clip(1 + lambda * R_s / mean(R), w_min, w_max) / mean(...)   (all 1 if mean(R) == 0)
@@ -37,57 +41,59 @@ class CusetParams:
     w_max: float = 3.0
 
 
-def _regions(tokens: pl.LazyFrame, gap: int) -> pl.LazyFrame:
-    """One row per region: sample, region_id (0-based within the sample), first and last pos."""
-    cands = (
-        tokens.filter(pl.col("candidate"))
-        .select("sample", "pos")
-        .sort("sample", "pos")
-        .with_columns(step=pl.col("pos") - pl.col("pos").shift(1).over("sample"))
-        .with_columns(new=pl.col("step").is_null() | (pl.col("step") > gap + 1))
-        .with_columns(region_id=(pl.col("new").cast(pl.Int32).cum_sum().over("sample") - 1))
+_I64 = pl.Int64
+
+
+def _regions(t: pl.LazyFrame, gap: int) -> pl.LazyFrame:
+    """Add region_id: rows sorted by (sample, pos), `_g` the row number, `_first` a sample's first row.
+
+    A candidate opens a new region unless the previous candidate is in the same sample and at most
+    gap + 1 rows back. Numbering the regions globally (a running count of openings), a token is
+    inside a region exactly when the last candidate at or before it and the first candidate at or
+    after it carry the same number; the sample's count of earlier regions makes the id local.
+    """
+    g = pl.col("_g")
+    prev = pl.when("_cand").then(g).shift(1).forward_fill()
+    same_run = (prev >= pl.when("_first").then(g).forward_fill()) & (g - prev <= gap + 1)
+    return (
+        t.with_columns(_new=pl.col("_cand") & ~same_run.fill_null(False))
+        .with_columns(_n=pl.col("_new").cast(_I64).cum_sum())
+        .with_columns(
+            _rf=pl.when("_cand").then("_n").forward_fill(),
+            _rb=pl.when("_cand").then("_n").backward_fill(),
+            _before=pl.when("_first").then(pl.col("_n") - pl.col("_new").cast(_I64)).forward_fill(),
+        )
+        .with_columns(
+            region_id=pl.when(pl.col("_rf") == pl.col("_rb")).then(pl.col("_rf") - pl.col("_before") - 1)
+            .cast(pl.Int32)
+        )
+        .drop("_new", "_n", "_rf", "_rb", "_before")
     )
-    return cands.group_by("sample", "region_id").agg(
-        r_start=pl.col("pos").min(), r_end=pl.col("pos").max()
-    ).sort("sample", "r_start")
 
 
 def token_weights(tokens: pl.LazyFrame, params: CusetParams) -> pl.LazyFrame:
-    """Add high, low, region_id, masked, loss_mask (m_t) and token_weight (m_t * a_t) per token."""
+    """Add high, low, region_id, boiler, masked, loss_mask (m_t) and token_weight (m_t * a_t) per token.
+
+    Rows come back sorted by (sample, pos). Runs on Polars' in-memory engine (fills, running sums
+    and windows are several times faster there than under the streaming default) and returns the
+    result as a LazyFrame; bench/curation_weights.py measures it.
+    """
     t = tokens.sort("sample", "pos").with_columns(
         high=pl.col("completion") & (pl.col("p") >= params.tau_high).fill_null(False),
         low=pl.col("completion") & (pl.col("p") < params.tau_low).fill_null(False),
-    ).with_columns(candidate=pl.col("c") & pl.col("low"))
-    regions = _regions(t, params.region_gap)
-    t = (
-        t.join_asof(regions, left_on="pos", right_on="r_start", by="sample", strategy="backward")
-        .with_columns(
-            region_id=pl.when(pl.col("completion") & (pl.col("pos") <= pl.col("r_end")))
-            .then(pl.col("region_id"))
-            .otherwise(None)
-        )
-        .drop("r_start", "r_end")
-        .with_columns(
-            boiler=pl.col("completion") & ~pl.col("c") & pl.col("high") & pl.col("region_id").is_null()
-        )
+        _g=pl.int_range(pl.len(), dtype=_I64),
+        _first=(pl.col("sample") != pl.col("sample").shift(1)).fill_null(True),
+    ).with_columns(_cand=pl.col("c") & pl.col("low"))
+    t = _regions(t, params.region_gap).with_columns(
+        boiler=pl.col("completion") & ~pl.col("c") & pl.col("high") & pl.col("region_id").is_null()
     )
-    per_sample = t.group_by("sample").agg(
-        n_completion=pl.col("completion").sum(),
-        n_high=pl.col("high").sum(),
-        n_boiler=pl.col("boiler").sum(),
-    ).with_columns(
-        share_high=pl.col("n_high") / pl.col("n_completion").clip(lower_bound=1),
-    ).with_columns(
-        n_mask=(params.rho_max * pl.col("share_high") * pl.col("n_boiler")).floor().cast(pl.Int64)
-    )
+    share_high = pl.col("high").sum() / pl.col("completion").sum().clip(lower_bound=1)
     t = (
-        t.join(per_sample.select("sample", "n_mask"), on="sample", how="left")
-        .with_columns(
-            boiler_rank=pl.when(pl.col("boiler"))
-            .then(pl.col("p").rank(method="ordinal", descending=True).over("sample", "boiler"))
-            .otherwise(None)
+        t.with_columns(
+            _k=(params.rho_max * share_high * pl.col("boiler").sum()).floor().over("sample"),
+            _rank=pl.when("boiler").then("p").otherwise(-1.0).rank("ordinal", descending=True).over("sample"),
         )
-        .with_columns(masked=pl.col("boiler") & (pl.col("boiler_rank") <= pl.col("n_mask")))
+        .with_columns(masked=pl.col("boiler") & (pl.col("_rank") <= pl.col("_k")))
         .with_columns(loss_mask=pl.col("completion") & ~pl.col("masked"))
         .with_columns(
             token_weight=pl.when(pl.col("loss_mask"))
@@ -95,10 +101,9 @@ def token_weights(tokens: pl.LazyFrame, params: CusetParams) -> pl.LazyFrame:
             .otherwise(0.0)
             .cast(pl.Float32)
         )
-        .drop("boiler_rank", "n_mask", "candidate")
-        .sort("sample", "pos")
+        .drop("_g", "_first", "_cand", "_k", "_rank")
     )
-    return t
+    return t.collect(engine="in-memory").lazy()
 
 
 def sample_weights(tokens: pl.LazyFrame, params: CusetParams) -> pl.LazyFrame:

@@ -20,7 +20,8 @@ field=column,...` picks the input column of a schema field; without it each fiel
 common names in `CANDIDATES`. The completion is the assistant answer exactly as training uses
 it: the solution file fenced by `prompting.completion_text` (an already fenced answer is
 re-fenced from its first code block). A row whose prompt or completion is missing, empty, not a
-string, or whose completion is not a Python file, keeps its id and gets a `parse_error`; a
+string, or whose completion is not a Python file with an import, def or class (the string "None"
+is not code), keeps its id and gets a `parse_error`; a
 JSONL line that is not JSON does too. A missing mapped column or an unreadable file is a
 UsageError.
 """
@@ -57,6 +58,8 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 }
 REQUIRED = ("prompt", "completion")
 JSON_LIST_KEYS = ("data", "rows", "records", "examples")
+# a solution file holds at least one of these (a bare `None` or a sentence that parses does not)
+CODE_STATEMENTS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 @dataclass(frozen=True)
@@ -249,9 +252,11 @@ def _completion(value: Any) -> tuple[str | None, str | None]:
         return None, f"completion is empty or not a string ({type(value).__name__})"
     code = extract_code(text) if "```" in text else text
     try:
-        ast.parse(code)
+        tree = ast.parse(code)
     except SyntaxError as exc:
         return None, f"completion is not a Python file (line {exc.lineno}: {exc.msg})"
+    if not any(isinstance(n, CODE_STATEMENTS) for n in tree.body):
+        return None, f"completion is not code: no import, def or class in {text.strip()[:40]!r}"
     return completion_text(code), None
 
 

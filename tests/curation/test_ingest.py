@@ -109,12 +109,14 @@ def test_unreadable_file_is_named(tmp_path: Path) -> None:
 
 
 def test_bad_rows_are_reported_and_the_rest_kept(tmp_path: Path) -> None:
-    records = [*RECORDS, {**RECORDS[0], "custom_code": None}, {**RECORDS[0], "custom_code": "Sorry, I can't."}]
+    records = [*RECORDS, {**RECORDS[0], "custom_code": None}, {**RECORDS[0], "custom_code": "Sorry, I can't."},
+               {**RECORDS[0], "custom_code": "None"}]
     path = _jsonl(tmp_path / "c.jsonl", records, ("{not json",))
     frame, parts = ingest([path, path], CL1_MAP)  # the same file twice: ids stay unique
-    assert frame["id"].n_unique() == frame.height == 12 and len(parts) == 2
+    assert frame["id"].n_unique() == frame.height == 14 and len(parts) == 2
     errors = dict(zip(frame["id"], frame["parse_error"], strict=True))
     assert "empty or not a string" in errors["c:4"]
     assert "not a Python file" in errors["c:5"]
-    assert "not JSON" in errors["c:6"]
+    assert "not code" in errors["c:6"]
+    assert "not JSON" in errors["c:7"]
     assert sum(e is None for e in errors.values()) == 6

@@ -37,8 +37,8 @@ def test_training_batches_match_curated_rows(tiny_model_dir: Path, tmp_path: Pat
                        tau_low=0.0008, alpha=2.0, rho_max=1.0)
     data, _ = curate_samples(list(samples.values()), tok, model, cfg)
     rows = data.to_dicts()
-    completion_weights = {w for r in rows for w, lab in zip(r["token_weights"], r["labels"], strict=True) if lab != -100}
-    assert completion_weights == {0.0, 1.0, 2.0}
+    weights = {w for r in rows for w, lab in zip(r["token_weights"], r["labels"], strict=True) if lab != -100}
+    assert weights == {0.0, 1.0, 2.0}
     for row in rows:  # the exact chat format training uses
         assert row["input_ids"] == _chat_ids(tok, samples[row["id"]])
         n_prompt = row["prompt_len"]

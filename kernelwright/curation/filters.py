@@ -1,5 +1,7 @@
 """Corpus filters, each counted with the ids it removed and why (report.json and an MLflow table).
 
+    kernelwright curate --input corpus.jsonl [--near-dup-threshold 0.85] [--nvrtc false] --out DIR
+
 Cheap to expensive; a sample is removed by the first filter it fails, under that reason:
 1. exact_duplicate: same normalised code tokens (`code_norm`) as an earlier sample;
 2. the static cheat checks of `evaluation.static_checks` (one implementation with `verify`), in

@@ -1,5 +1,7 @@
 """Near-duplicate removal: MinHash/LSH (datasketch) over shingles of normalised code tokens.
 
+    kernelwright curate --input corpus.jsonl --near-dup-threshold 0.85 --near-dup-shingle 5 --out DIR
+
 An item is a near duplicate when the Jaccard similarity of its shingle set with an earlier kept
 item's is at least `threshold`: LSH proposes candidates, the exact Jaccard of the two shingle
 sets decides. The first item of each group is kept (input order).

@@ -1,5 +1,7 @@
 """NVRTC compile of each sample's device code, on the CPU, in parallel, cached on disk by content.
 
+    kernelwright curate --input corpus.jsonl --workers 2 --nvrtc-arch compute_90 --workdir WD --out DIR
+
 The device half of a sample's CUDA source (`device_code.device_source`) is compiled by
 `nvrtc_check.compile_device_code` in a process pool. Each result is kept as
 `<cache_dir>/<sha256 of arch and device source>.json` (written atomically), so a second run over

@@ -367,26 +367,43 @@ def ablation_configs(cfg: TrainConfig) -> list[TrainConfig]:
                     alias=cfg.alias if mode == cfg.weighting else None) for mode in cfg.ablation_modes]
 
 
+def _finished(child: TrainConfig) -> TrainResult | None:
+    """The result of a weighting an earlier run of the same ablation already trained and registered."""
+    run_id, final = resume_run_id(child), _output_dir(child) / "final"
+    if run_id is None or not final.is_dir():
+        return None
+    run = MlflowClient().get_run(run_id)
+    version = run.data.tags.get("kw.registered_version")
+    if child.register and version is None:
+        return None
+    return TrainResult(model_dir=final, run_id=run_id, registered_version=version,
+                       train_loss=run.data.metrics.get("train_loss", float("nan")),
+                       train_runtime_s=run.data.metrics.get("train_runtime", 0.0))
+
+
 def run_ablation(cfg: TrainConfig) -> list[TrainResult]:
     """Train each weighting of `cfg.ablation` as a child run `train[<weighting>]` of the active run.
 
-    The parent run gets param `kw.ablation` and, per weighting, tag `kw.ablation.<weighting>.version`, so
-    that evaluation can compare the versions side by side. A killed ablation run again resumes each
-    unfinished weighting into its own child run.
+    The parent run gets every config value as a param and, per weighting, tag
+    `kw.ablation.<weighting>.version`, so that evaluation can compare the versions side by side. Run
+    the same command again after a kill: the parent run is resumed, weightings already registered are
+    kept, an interrupted one resumes from its checkpoint into its own child run.
     """
     parent = mlflow.active_run()
     if parent is not None:
         atomic.write_text(_output_dir(cfg) / RUN_ID_FILE, parent.info.run_id)
-        mlflow.log_params({"kw.ablation": cfg.ablation, "kw.seed": str(cfg.seed)})
+        mlflow.log_params(config_to_params(cfg, "kw."))
     results = []
     for child in ablation_configs(cfg):
         if parent is None:
             results.append(run_train(child))
             continue
-        with mlflow.start_run(run_id=resume_run_id(child), nested=True, run_name=f"train[{child.weighting}]",
-                              tags={"kernelwright.stage": "train", "kw.weighting": child.weighting},
-                              log_system_metrics=child.system_metrics):
-            result = run_train(child)
+        result = _finished(child)
+        if result is None:
+            with mlflow.start_run(run_id=resume_run_id(child), nested=True, run_name=f"train[{child.weighting}]",
+                                  tags={"kernelwright.stage": "train", "kw.weighting": child.weighting},
+                                  log_system_metrics=child.system_metrics):
+                result = run_train(child)
         results.append(result)
         mlflow.set_tag(f"kw.ablation.{child.weighting}.version", str(result.registered_version))
         mlflow.log_metric(f"{child.weighting}.train_loss", result.train_loss)

@@ -98,6 +98,11 @@ def test_ablation_trains_each_weighting_under_one_parent(curated: Path, tiny_mod
     assert plain["masked_share"] == 0 and cuset["masked_share"] > 0
     assert client.get_model_version_by_alias(REGISTERED_MODEL, "candidate").tags["weighting"] == "cuset"
     assert (tmp_path / "train" / "plain" / "final" / "config.json").is_file()
+    # the same command again: the same parent run, the registered weightings are kept, not retrained
+    assert main(_train_args(curated, tiny_model_dir, tmp_path, "--ablation", "plain,cuset")) == 0
+    assert [r.info.run_id for r in client.search_runs([exp.experiment_id], "tags.`kernelwright.stage` = "
+                                                      "'train-ablation'")] == [parent.info.run_id]
+    assert len(client.search_model_versions(f"name = '{REGISTERED_MODEL}'")) == 2
 
 
 def test_lora_and_full_flags(curated: Path, tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -44,6 +45,8 @@ class VerifyConfig:
     build_cache: str | None = field(
         default=None, metadata={"help": "Folder of content-hashed builds. None: ~/.cache/kernelwright/builds."}
     )
+    host_memory_gb: float = field(default=32.0, metadata={
+        "help": "Resident host memory a worker may use, in GiB, before it is killed (out_of_memory); 0: no limit."})
     ref_timing_cache: bool = field(default=True, metadata={
         "help": "Reuse reference timings of the same problem, shape, GPU and torch (kept in the build cache); "
                 "off: time the reference for every candidate."})
@@ -91,23 +94,53 @@ def _death_verdict(returncode: int, state: dict) -> Verdict:
                       compile_s=compile_s)
 
 
-def run_worker(spec: Spec, timeout_s: float) -> Verdict:
-    """Run one worker process; a hang, crash or early exit becomes the verdict."""
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def watch(proc: subprocess.Popen, timeout_s: float, host_memory_bytes: int, poll_s: float = 0.25) -> tuple[str, bytes]:
+    """Wait for `proc`, killing its process group past `timeout_s` or past `host_memory_bytes` of
+    resident memory (0: no memory limit). Returns ("exited" | "timeout" | "host_memory", stderr)."""
+    deadline = time.monotonic() + timeout_s
+    chunks: list[bytes] = []
+    while True:
+        try:
+            _, err = proc.communicate(timeout=poll_s)
+            return "exited", (err or b"")
+        except subprocess.TimeoutExpired:
+            pass
+        over = host_memory_bytes and rss_bytes(proc.pid) > host_memory_bytes
+        if over or time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate()
+            chunks.append(err or b"")
+            return ("host_memory" if over else "timeout"), b"".join(chunks)
+
+
+def run_worker(spec: Spec, timeout_s: float, host_memory_gb: float = 0.0) -> Verdict:
+    """Run one worker process; a hang, crash, early exit or host-memory overrun becomes the verdict."""
     with tempfile.TemporaryDirectory(prefix="kw_verify_") as tmp:
         spec_path = Path(tmp) / "spec.json"
         spec.result = str(Path(tmp) / "result.json")
         spec_path.write_text(json.dumps(asdict(spec)))
         cmd = [sys.executable, "-m", "kernelwright.evaluation.worker", str(spec_path)]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-        try:
-            _, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            state = _read_state(Path(spec.result))
-            return Verdict.of("timeout", f"over {timeout_s:.0f} s during {state.get('phase', 'start')}",
-                              compile_s=state.get("compile_s"))
+        outcome, err = watch(proc, timeout_s, int(host_memory_gb * 2**30))
         state = _read_state(Path(spec.result))
+        phase, compile_s = state.get("phase", "start"), state.get("compile_s")
+        if outcome == "timeout":
+            return Verdict.of("timeout", f"over {timeout_s:.0f} s during {phase}", compile_s=compile_s)
+        if outcome == "host_memory":
+            return Verdict.of("out_of_memory", f"host memory over {host_memory_gb:g} GiB during {phase}",
+                              compile_s=compile_s)
         if "verdict" in state:
             return Verdict.from_json(state["verdict"])
         verdict = _death_verdict(proc.returncode, state)
@@ -140,7 +173,7 @@ def verify_one(cfg: VerifyConfig) -> Verdict:
                        detail="static checks passed; not run on a GPU (--static)")
     if not cuda_available():
         raise NoCudaDevice("no CUDA device on this machine: run with --static for the static checks alone")
-    return run_worker(make_spec(cfg), cfg.timeout_s)
+    return run_worker(make_spec(cfg), cfg.timeout_s, cfg.host_memory_gb)
 
 
 def verify_many(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
@@ -154,7 +187,7 @@ def verify_many(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
         except UsageError as exc:
             return Verdict.of("exception", str(exc))
         rejected = static_verdict(source)
-        return rejected or run_worker(make_spec(cfg, lock_path), cfg.timeout_s)
+        return rejected or run_worker(make_spec(cfg, lock_path), cfg.timeout_s, cfg.host_memory_gb)
 
     try:
         if jobs > 1 and cfgs:

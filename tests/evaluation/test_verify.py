@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from kernelwright.cli import main
 from kernelwright.evaluation.verdict import REASON_STATUS, Verdict
-from kernelwright.evaluation.verify import VerifyConfig, static_verdict, verify_many
+from kernelwright.evaluation.verify import VerifyConfig, static_verdict, verify_many, watch
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 EXPECTED: dict[str, dict[str, str]] = json.loads((FIXTURES / "expected.json").read_text())
@@ -80,3 +82,19 @@ def test_fixtures_give_their_verdicts_on_gpu(tmp_path: Path) -> None:
     (tmp_path / "verdicts.json").write_text(json.dumps(got, indent=1))
     wrong = {n: got[n] for n in names if got[n][0] != EXPECTED[n]["reason"]}
     assert not wrong, wrong
+
+
+def _spawn(code: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+
+
+def test_watch_kills_on_host_memory_and_time_limits() -> None:
+    hog = _spawn("import time; x = bytearray(400 * 2**20); x[::4096] = b'1' * len(x[::4096]); time.sleep(60)")
+    assert watch(hog, timeout_s=50, host_memory_bytes=150 * 2**20)[0] == "host_memory"
+    assert hog.returncode is not None and hog.returncode < 0
+    sleeper = _spawn("import time; time.sleep(60)")
+    assert watch(sleeper, timeout_s=1.0, host_memory_bytes=0)[0] == "timeout"
+    quick = _spawn("import sys; sys.stderr.write('bye'); sys.exit(4)")
+    outcome, err = watch(quick, timeout_s=30, host_memory_bytes=150 * 2**20)
+    assert (outcome, err, quick.returncode) == ("exited", b"bye", 4)

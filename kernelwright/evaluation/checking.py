@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kernelwright.curation.spans import cuda_source_of
 from kernelwright.errors import UsageError
@@ -27,32 +28,24 @@ Verifier = Callable[[Sequence[VerifyConfig], int], list[Verdict]]
 
 @dataclass
 class Row:
-    """One candidate's result; times in ms / s, ratios unrounded."""
+    """One candidate's result: where it came from, how far it got, and its verdict."""
 
     problem_id: str
     category: str
     sample: int
     candidate: str
-    status: str
-    reason: str
-    detail: str
     nvrtc_ok: bool
     compiled: bool
     gpu_verified: bool
-    compile_s: float | None = None
-    runtime_ms: float | None = None
-    ref_runtime_ms: float | None = None
-    ref_compile_runtime_ms: float | None = None
-    speedup: float | None = None
-    roofline_share: float | None = None
-    custom_kernel_time_share: float | None = None
+    verdict: Verdict
 
-    @property
-    def verdict(self) -> Verdict:
-        return Verdict(status=self.status, reason=self.reason, detail=self.detail, compile_s=self.compile_s,
-                       runtime_ms=self.runtime_ms, ref_runtime_ms=self.ref_runtime_ms,
-                       ref_compile_runtime_ms=self.ref_compile_runtime_ms, speedup=self.speedup,
-                       roofline_share=self.roofline_share, custom_kernel_time_share=self.custom_kernel_time_share)
+    def flat(self) -> dict[str, Any]:
+        """One table row: these fields and the verdict's (per-shape results left out)."""
+        out = {k: getattr(self, k) for k in ("problem_id", "category", "sample", "candidate", "nvrtc_ok",
+                                             "compiled", "gpu_verified")}
+        out |= {k: v for k, v in self.verdict.to_json().items() if k != "per_shape"}
+        out["detail"] = str(out["detail"])[:500]
+        return out
 
 
 def _source(c: Candidate) -> str:
@@ -86,12 +79,8 @@ def _compiled(v: Verdict, nvrtc_ok: bool, ran_on_gpu: bool) -> bool:
 
 
 def _row(c: Candidate, v: Verdict, nvrtc_ok: bool, ran_on_gpu: bool) -> Row:
-    return Row(problem_id=c.problem.id, category=c.problem.category, sample=c.sample,
-               candidate=str(c.path or ""), status=v.status, reason=v.reason, detail=v.detail[:500],
-               nvrtc_ok=nvrtc_ok, compiled=_compiled(v, nvrtc_ok, ran_on_gpu), gpu_verified=ran_on_gpu,
-               compile_s=v.compile_s, runtime_ms=v.runtime_ms, ref_runtime_ms=v.ref_runtime_ms,
-               ref_compile_runtime_ms=v.ref_compile_runtime_ms, speedup=v.speedup,
-               roofline_share=v.roofline_share, custom_kernel_time_share=v.custom_kernel_time_share)
+    return Row(problem_id=c.problem.id, category=c.problem.category, sample=c.sample, candidate=str(c.path or ""),
+               nvrtc_ok=nvrtc_ok, compiled=_compiled(v, nvrtc_ok, ran_on_gpu), gpu_verified=ran_on_gpu, verdict=v)
 
 
 def not_verified(nvrtc_ok: bool, reason: str) -> Verdict:

@@ -172,13 +172,14 @@ def _write(out: Path, cfg: EvaluateConfig, result: EvaluateResult) -> None:
     keys = ["compile_rate", "fast_0", "fast_1"] if result.gpu_verified else ["compile_rate"]
     category_groups(_category_figures(result.metrics), keys, "per category", out / "per_category.png")
     if result.gpu_verified:
-        speedups = [r.speedup for r in result.rows if r.status == "correct" and r.speedup]
+        speedups = [r.verdict.speedup for r in result.rows if r.verdict.correct and r.verdict.speedup]
         fast = {p: result.metrics[f"fast_p.{p:g}"] for p in FAST_P_GRID}
         speedup_distribution([float(s) for s in speedups if s], fast, out / "speedup_distribution.png")
 
 
 def _table(rows: list[Row]) -> dict[str, list[Any]]:
-    return {k: [getattr(r, k) for r in rows] for k in Row.__dataclass_fields__}
+    flat = [r.flat() for r in rows]
+    return {k: [f[k] for f in flat] for k in (flat[0] if flat else {})}
 
 
 def _log(cfg: EvaluateConfig, out: Path, result: EvaluateResult, ref: ModelRef | None) -> None:

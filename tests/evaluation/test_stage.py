@@ -63,7 +63,7 @@ def test_cpu_evaluation_reports_no_speed_figures(suite: Path, generations: Path,
     monkeypatch.setattr(stage, "cuda_available", lambda: False)
     result = evaluate(EvaluateConfig(suite=str(suite), generations=str(generations), samples=2,
                                      out=str(tmp_path / "out"), workdir=str(tmp_path / "kw")))
-    reasons = [(r.problem_id, r.sample, r.reason) for r in result.rows]
+    reasons = [(r.problem_id, r.sample, r.verdict.reason) for r in result.rows]
     assert reasons == [("level1/affine", 0, "no_gpu"), ("level1/affine", 1, "fallback_try_except"),
                        ("level1/relu_nonneg", 0, "no_gpu"), ("level1/relu_nonneg", 1, "no_candidate")]
     m = result.metrics

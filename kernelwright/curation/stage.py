@@ -37,7 +37,7 @@ from kernelwright.curation.heatmap import weight_heatmap_html
 from kernelwright.curation.ingest import FIELDS, ingest, parse_map
 from kernelwright.curation.seed import SeedTask, load_seed_tasks, split_tasks
 from kernelwright.curation.spans import completion_spans
-from kernelwright.curation.weights import CusetParams, sample_weights, token_weights
+from kernelwright.curation.weights import CusetParams, sample_weights, sorted_by_sample_pos, token_weights
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.nvrtc_check import DEFAULT_ARCH
 from kernelwright.prompting import completion_text, extract_code, prompt_messages
@@ -236,30 +236,31 @@ def mark_sensitive(tokens: pl.LazyFrame, spans: pl.LazyFrame) -> pl.LazyFrame:
     Where spans nest, the token takes the kind of the innermost (shortest) span; equal lengths:
     the earlier span, then the kind's name. Rows come back sorted by (sample, pos).
 
-    Within a sample, token offsets grow with pos, so the tokens a span [s, e) overlaps are one run:
-    from the first with tok_end > s to the last with tok_start < e. Two as-of joins on
-    (sample, offset) keys find both ends; only those runs are expanded.
+    Within a sample, token offsets grow with pos, so the tokens a span [s, e) overlaps are one run
+    of rows: from the first with tok_end > s to the first with tok_start >= e. Both ends are binary
+    searches of the spans' (sample, offset) keys in the tokens' (one key sample * 2^32 + offset
+    for all samples). The runs, innermost span first, are expanded to (row, span) pairs; a row's
+    first pair names its span.
     """
+    t = sorted_by_sample_pos(tokens.collect())
     big = 1 << 32  # offsets stay below this; sample * big + offset orders (sample, offset)
-    t = tokens.sort("sample", "pos").with_row_index("_g")
     key = pl.col("sample") * big
-    ends = t.select(pl.col("_g").alias("_lo"), _k=key + pl.col("tok_end").fill_null(-1))
-    starts = t.select(pl.col("_g").alias("_hi"), _k=key + pl.col("tok_start").fill_null(-1))
+    keys = t.select(_e=key + pl.col("tok_end").fill_null(-1), _s=key + pl.col("tok_start").fill_null(-1))
+    sp = spans.collect().sort("sample", "s_start")  # queries in order: the searches stay in cache
+    q = sp.select(_lo=key + pl.col("s_start"), _hi=key + pl.col("s_end"))
     runs = (
-        spans.with_columns(_len=pl.col("s_end") - pl.col("s_start"))
-        .sort("_len", "s_start", "kind").with_row_index("_o")  # _o: innermost first
-        .with_columns(_lo_k=key + pl.col("s_start") + 1, _hi_k=key + pl.col("s_end") - 1)
-        .sort("_lo_k").join_asof(ends, left_on="_lo_k", right_on="_k", strategy="forward")
-        .sort("_hi_k").join_asof(starts, left_on="_hi_k", right_on="_k", strategy="backward")
-        .filter(pl.col("_lo") <= pl.col("_hi"))
+        sp.with_columns(
+            _lo=keys["_e"].search_sorted(q["_lo"], side="right"),
+            _hi=keys["_s"].search_sorted(q["_hi"], side="left"),
+        )
+        .filter(pl.col("_lo") < pl.col("_hi"))
+        .sort(pl.col("s_end") - pl.col("s_start"), "s_start", "kind")  # innermost first
     )
-    hits = (
-        runs.select("_o", _g=pl.int_ranges("_lo", pl.col("_hi") + 1)).explode("_g")
-        .group_by("_g").agg(pl.col("_o").min())
-        .join(runs.select("_o", span_kind="kind"), on="_o").select("_g", "span_kind")
-    )
-    out = t.join(hits, on="_g", how="left", maintain_order="left").drop("_g")
-    return out.with_columns(c=pl.col("span_kind").is_not_null()).collect(engine="in-memory").lazy()
+    pairs = runs.select(_o=pl.int_range(pl.len(), dtype=pl.UInt32), _g=pl.int_ranges("_lo", "_hi")).explode("_g")
+    first = pairs.filter(pl.col("_g").is_first_distinct())
+    best = pl.Series("_o", [], dtype=pl.UInt32).extend_constant(None, t.height).scatter(first["_g"], first["_o"])
+    span_kind = runs["kind"].gather(best).alias("span_kind")
+    return t.with_columns(span_kind, c=span_kind.is_not_null()).lazy()
 
 
 def assemble(tokens: pl.DataFrame, per_sample: pl.DataFrame, samples: list[Sample],

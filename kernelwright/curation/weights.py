@@ -41,69 +41,107 @@ class CusetParams:
     w_max: float = 3.0
 
 
-_I64 = pl.Int64
+def sorted_by_sample_pos(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` sorted by (sample, pos) with `sample` flagged sorted; not re-sorted when it already is.
+
+    The check is a few passes over two columns; a two-column sort of 1M rows costs several times
+    that, and `mark_sensitive` already hands its rows on in this order.
+    """
+    s, pos = pl.col("sample"), pl.col("pos")
+    in_order = frame.height < 2 or bool(
+        frame.select(((s.diff() > 0) | ((s.diff() == 0) & (pos.diff() >= 0))).fill_null(True).all()).item()
+    )
+    if not in_order:
+        frame = frame.sort("sample", "pos")
+    return frame.with_columns(s.set_sorted())
 
 
-def _regions(t: pl.LazyFrame, gap: int) -> pl.LazyFrame:
-    """Add region_id: rows sorted by (sample, pos), `_g` the row number, `_first` a sample's first row.
+def _nulls(name: str, n: int, dtype: pl.DataType) -> pl.Series:
+    return pl.Series(name, [], dtype=dtype).extend_constant(None, n)
+
+
+def _region_ids(sample: pl.Series, cand: pl.Series, gap: int) -> pl.Series:
+    """region_id per row of a frame sorted by (sample, pos), worked out on the candidate rows alone.
 
     A candidate opens a new region unless the previous candidate is in the same sample and at most
-    gap + 1 rows back. Numbering the regions globally (a running count of openings), a token is
-    inside a region exactly when the last candidate at or before it and the first candidate at or
-    after it carry the same number; the sample's count of earlier regions makes the id local.
+    gap + 1 rows back; a region covers every row from its first to its last candidate; ids count
+    a sample's regions from 0.
     """
-    g = pl.col("_g")
-    prev = pl.when("_cand").then(g).shift(1).forward_fill()
-    same_run = (prev >= pl.when("_first").then(g).forward_fill()) & (g - prev <= gap + 1)
-    return (
-        t.with_columns(_new=pl.col("_cand") & ~same_run.fill_null(False))
-        .with_columns(_n=pl.col("_new").cast(_I64).cum_sum())
+    idx = cand.arg_true()
+    g, s = pl.col("g"), pl.col("s")
+    rc = (
+        pl.DataFrame({"g": idx.cast(pl.Int64), "s": sample.gather(idx)})
+        .with_columns(_first=(s != s.shift(1)).fill_null(True))
+        .with_columns(_new=pl.col("_first") | (g - g.shift(1) > gap + 1).fill_null(True))
+        .with_columns(_n=pl.col("_new").cast(pl.Int32).cum_sum())
         .with_columns(
-            _rf=pl.when("_cand").then("_n").forward_fill(),
-            _rb=pl.when("_cand").then("_n").backward_fill(),
-            _before=pl.when("_first").then(pl.col("_n") - pl.col("_new").cast(_I64)).forward_fill(),
+            _id=pl.col("_n") - pl.when("_first").then("_n").forward_fill(),
+            _last=pl.col("_new").shift(-1).fill_null(True),
         )
-        .with_columns(
-            region_id=pl.when(pl.col("_rf") == pl.col("_rb")).then(pl.col("_rf") - pl.col("_before") - 1)
-            .cast(pl.Int32)
-        )
-        .drop("_new", "_n", "_rf", "_rb", "_before")
     )
+    starts, ends = rc.filter("_new"), rc.filter("_last")
+    rows = pl.DataFrame({"lo": starts["g"], "hi": ends["g"] + 1, "id": starts["_id"]}).select(
+        g=pl.int_ranges("lo", "hi"), id="id").explode("g")
+    return _nulls("region_id", sample.len(), pl.Int32).scatter(rows["g"], rows["id"])
+
+
+def _masked(t: pl.DataFrame, rho_max: float) -> pl.Series:
+    """masked per row (rows sorted by sample): the k_s most confident boilerplate tokens of each sample.
+
+    k_s = floor(rho_max * share_high * n_boiler). Rather than ranking the boilerplate tokens, take
+    each sample's k_s largest p (a top-k selection, no sort): tokens above the smallest of them,
+    thr_s, are masked, and of those equal to it the earliest (the number of thr_s in the top k_s).
+    """
+    per = t.group_by("sample", maintain_order=True).agg(
+        _t=pl.col("completion").sum(), _h=pl.col("high").sum(), _b=pl.col("boiler").sum()
+    ).select(
+        "sample",
+        _k=(rho_max * (pl.col("_h") / pl.col("_t").clip(lower_bound=1)) * pl.col("_b")).floor().cast(pl.UInt32),
+    )
+    top = pl.col("p").top_k(pl.col("_k").first())
+    b = (
+        t.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("_g"), "sample", "p", "boiler").filter("boiler")
+        .join_asof(per, on="sample")
+    )
+    thr = b.group_by("sample", maintain_order=True).agg(_thr=top.min())
+    b = b.join_asof(thr, on="sample")
+    above = b.filter(pl.col("p") > pl.col("_thr"))["_g"]
+    # ties: thr_s itself is in the top k_s; where several tokens of a sample share that p, the
+    # earliest k_s - (number above thr_s) of them are
+    eq = b.filter(pl.col("p") == pl.col("_thr")).with_columns(
+        _r=pl.int_range(pl.len()).over("sample"), _n=pl.len().over("sample"))
+    tied = eq.filter(pl.col("_n") > 1)
+    if tied.height:
+        n_above = b.filter(pl.col("sample").is_in(tied["sample"].implode()) & (pl.col("p") > pl.col("_thr")))
+        tied = tied.join(n_above.group_by("sample").agg(_a=pl.len()), on="sample", how="left").filter(
+            pl.col("_r") < pl.col("_k").cast(pl.Int64) - pl.col("_a").fill_null(0).cast(pl.Int64))
+    out = pl.Series("masked", [], dtype=pl.Boolean).extend_constant(False, t.height)
+    return out.scatter(above, True).scatter(eq.filter(pl.col("_n") == 1)["_g"], True).scatter(tied["_g"], True)
 
 
 def token_weights(tokens: pl.LazyFrame, params: CusetParams) -> pl.LazyFrame:
     """Add high, low, region_id, boiler, masked, loss_mask (m_t) and token_weight (m_t * a_t) per token.
 
-    Rows come back sorted by (sample, pos). Runs on Polars' in-memory engine (fills, running sums
-    and windows are several times faster there than under the streaming default) and returns the
-    result as a LazyFrame; bench/curation_weights.py measures it.
+    Rows come back sorted by (sample, pos), as a LazyFrame of the computed result. Works eagerly
+    on the sorted rows: regions from the candidate rows only, masking from a per-sample top-k
+    threshold; bench/curation_weights.py measures it.
     """
-    t = tokens.sort("sample", "pos").with_columns(
-        high=pl.col("completion") & (pl.col("p") >= params.tau_high).fill_null(False),
-        low=pl.col("completion") & (pl.col("p") < params.tau_low).fill_null(False),
-        _g=pl.int_range(pl.len(), dtype=_I64),
-        _first=(pl.col("sample") != pl.col("sample").shift(1)).fill_null(True),
-    ).with_columns(_cand=pl.col("c") & pl.col("low"))
-    t = _regions(t, params.region_gap).with_columns(
-        boiler=pl.col("completion") & ~pl.col("c") & pl.col("high") & pl.col("region_id").is_null()
+    t = sorted_by_sample_pos(tokens.collect())
+    comp, p = pl.col("completion"), pl.col("p")
+    t = t.with_columns(
+        high=comp & (p >= params.tau_high).fill_null(False),
+        low=comp & (p < params.tau_low).fill_null(False),
     )
-    share_high = pl.col("high").sum() / pl.col("completion").sum().clip(lower_bound=1)
-    t = (
-        t.with_columns(
-            _k=(params.rho_max * share_high * pl.col("boiler").sum()).floor().over("sample"),
-            _rank=pl.when("boiler").then("p").otherwise(-1.0).rank("ordinal", descending=True).over("sample"),
-        )
-        .with_columns(masked=pl.col("boiler") & (pl.col("_rank") <= pl.col("_k")))
-        .with_columns(loss_mask=pl.col("completion") & ~pl.col("masked"))
-        .with_columns(
-            token_weight=pl.when(pl.col("loss_mask"))
-            .then(pl.when(pl.col("c") & pl.col("high")).then(params.alpha).otherwise(1.0))
-            .otherwise(0.0)
-            .cast(pl.Float32)
-        )
-        .drop("_g", "_first", "_cand", "_k", "_rank")
-    )
-    return t.collect(engine="in-memory").lazy()
+    cand = t.select(pl.col("c") & pl.col("low")).to_series()
+    t = t.with_columns(_region_ids(t["sample"], cand, params.region_gap))
+    t = t.with_columns(boiler=comp & ~pl.col("c") & pl.col("high") & pl.col("region_id").is_null())
+    t = t.with_columns(_masked(t, params.rho_max))
+    return t.with_columns(loss_mask=comp & ~pl.col("masked")).with_columns(
+        token_weight=pl.when(pl.col("loss_mask"))
+        .then(pl.when(pl.col("c") & pl.col("high")).then(params.alpha).otherwise(1.0))
+        .otherwise(0.0)
+        .cast(pl.Float32)
+    ).lazy()
 
 
 def sample_weights(tokens: pl.LazyFrame, params: CusetParams) -> pl.LazyFrame:

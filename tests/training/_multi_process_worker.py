@@ -12,6 +12,7 @@ trained on.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -70,10 +71,13 @@ def main(model_dir: Path, out: Path) -> None:
     for weighting, average_tokens in RUNS:
         name = run_name(weighting, average_tokens)
         result = one_step(model_dir, out / name, weighting, batch=2, average_tokens=average_tokens)
-        rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+        rank = int(os.environ.get("RANK", "0"))  # the launcher's rank: one file per process, whatever torch says
+        result["dist_rank"] = torch.distributed.get_rank() if torch.distributed.is_initialized() else -1
         if rank != 0:
-            result = {k: result[k] for k in ("seen", "world_size", "distributed_type")}
-        torch.save(result, out / f"{name}.rank{rank}.pt")
+            result = {k: result[k] for k in ("seen", "world_size", "distributed_type", "dist_rank")}
+        tmp = out / f".{name}.rank{rank}.pt.tmp"
+        torch.save(result, tmp)
+        os.replace(tmp, out / f"{name}.rank{rank}.pt")
 
 
 if __name__ == "__main__":

@@ -76,6 +76,7 @@ def _ranks(out: Path, weighting: str, average_tokens: bool = True) -> list[dict]
     ranks = [torch.load(out / f"{run_name(weighting, average_tokens)}.rank{r}.pt", weights_only=False)
              for r in range(WORLD)]
     assert [r["world_size"] for r in ranks] == [WORLD] * WORLD
+    assert [r["dist_rank"] for r in ranks] == list(range(WORLD))
     assert all(r["distributed_type"].endswith("MULTI_CPU") for r in ranks)
     return ranks
 

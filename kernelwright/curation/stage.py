@@ -246,7 +246,8 @@ def mark_sensitive(tokens: pl.LazyFrame, spans: pl.LazyFrame) -> pl.LazyFrame:
     big = 1 << 32  # offsets stay below this; sample * big + offset orders (sample, offset)
     key = pl.col("sample") * big
     keys = t.select(_e=key + pl.col("tok_end").fill_null(-1), _s=key + pl.col("tok_start").fill_null(-1))
-    sp = spans.collect().sort("sample", "s_start")  # queries in order: the searches stay in cache
+    sp = spans.collect()
+    sp = sp.sort(sp.select(key + pl.col("s_start")).to_series())  # queries in order: searches stay in cache
     q = sp.select(_lo=key + pl.col("s_start"), _hi=key + pl.col("s_end"))
     runs = (
         sp.with_columns(
@@ -254,11 +255,15 @@ def mark_sensitive(tokens: pl.LazyFrame, spans: pl.LazyFrame) -> pl.LazyFrame:
             _hi=keys["_s"].search_sorted(q["_hi"], side="left"),
         )
         .filter(pl.col("_lo") < pl.col("_hi"))
-        .sort(pl.col("s_end") - pl.col("s_start"), "s_start", "kind")  # innermost first
+        .sort((pl.col("s_end") - pl.col("s_start")) * big + pl.col("s_start"), "kind")  # innermost first
+        .with_columns(_o=pl.int_range(pl.len(), dtype=pl.Int64))
     )
-    pairs = runs.select(_o=pl.int_range(pl.len(), dtype=pl.UInt32), _g=pl.int_ranges("_lo", "_hi")).explode("_g")
-    first = pairs.filter(pl.col("_g").is_first_distinct())
-    best = pl.Series("_o", [], dtype=pl.UInt32).extend_constant(None, t.height).scatter(first["_g"], first["_o"])
+    # (row, span) pairs as one key row * big + _o. Expanded in row order of the runs' first rows,
+    # they are nearly sorted already, so sorting them is cheap; a row's first key has its innermost span.
+    pairs = runs.sort("_lo").select(_k=pl.int_ranges("_lo", "_hi") * big + pl.col("_o")).explode("_k").sort("_k")
+    first = pairs.select(_g=pl.col("_k") // big, _o=pl.col("_k") % big).filter(
+        (pl.col("_g") != pl.col("_g").shift(1)).fill_null(True))
+    best = pl.Series("_o", [], dtype=pl.Int64).extend_constant(None, t.height).scatter(first["_g"], first["_o"])
     span_kind = runs["kind"].gather(best).alias("span_kind")
     return t.with_columns(span_kind, c=span_kind.is_not_null()).lazy()
 

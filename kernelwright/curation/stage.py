@@ -249,22 +249,22 @@ def mark_sensitive(tokens: pl.LazyFrame, spans: pl.LazyFrame) -> pl.LazyFrame:
     sp = spans.collect()
     sp = sp.sort(sp.select(key + pl.col("s_start")).to_series())  # queries in order: searches stay in cache
     q = sp.select(_lo=key + pl.col("s_start"), _hi=key + pl.col("s_end"))
-    runs = (
-        sp.with_columns(
-            _lo=keys["_e"].search_sorted(q["_lo"], side="right"),
-            _hi=keys["_s"].search_sorted(q["_hi"], side="left"),
-        )
-        .filter(pl.col("_lo") < pl.col("_hi"))
-        .sort((pl.col("s_end") - pl.col("s_start")) * big + pl.col("s_start"), "kind")  # innermost first
-        .with_columns(_o=pl.int_range(pl.len(), dtype=pl.Int64))
-    )
-    # (row, span) pairs as one key row * big + _o. Expanded in row order of the runs' first rows,
-    # they are nearly sorted already, so sorting them is cheap; a row's first key has its innermost span.
-    pairs = runs.sort("_lo").select(_k=pl.int_ranges("_lo", "_hi") * big + pl.col("_o")).explode("_k").sort("_k")
-    first = pairs.select(_g=pl.col("_k") // big, _o=pl.col("_k") % big).filter(
+    runs = sp.with_columns(
+        _lo=keys["_e"].search_sorted(q["_lo"], side="right"),
+        _hi=keys["_s"].search_sorted(q["_hi"], side="left"),
+    ).filter(pl.col("_lo") < pl.col("_hi"))  # still in query order, so sorted by _lo
+    # _o: the span's place innermost first (length, start, kind), given without reordering the runs
+    order = runs.select(pl.arg_sort_by((pl.col("s_end") - pl.col("s_start")) * big + pl.col("s_start"), "kind"))
+    o = pl.Series("_o", [], dtype=pl.Int64).extend_constant(0, runs.height).scatter(
+        order.to_series(), pl.int_range(runs.height, dtype=pl.Int64, eager=True))
+    # (row, span) pairs as one key row * big + _o. Expanded in the order of the runs' first rows
+    # they are nearly sorted already, which the sort is quick on; a row's first key has its innermost span.
+    pairs = runs.select(_k=pl.int_ranges("_lo", "_hi") * big + o).explode("_k").sort("_k")
+    first = pairs.select(_g=pl.col("_k") // big, _o=(pl.col("_k") % big).cast(pl.UInt32)).filter(
         (pl.col("_g") != pl.col("_g").shift(1)).fill_null(True))
-    best = pl.Series("_o", [], dtype=pl.Int64).extend_constant(None, t.height).scatter(first["_g"], first["_o"])
-    span_kind = runs["kind"].gather(best).alias("span_kind")
+    best = pl.Series("_o", [], dtype=pl.UInt32).extend_constant(None, t.height).scatter(first["_g"], first["_o"])
+    kinds = runs["kind"].gather(order.to_series())  # innermost first, as _o counts
+    span_kind = kinds.gather(best).alias("span_kind")
     return t.with_columns(span_kind, c=span_kind.is_not_null()).lazy()
 
 

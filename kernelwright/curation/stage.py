@@ -239,8 +239,9 @@ def mark_sensitive(tokens: pl.LazyFrame, spans: pl.LazyFrame) -> pl.LazyFrame:
     Within a sample, token offsets grow with pos, so the tokens a span [s, e) overlaps are one run
     of rows: from the first with tok_end > s to the first with tok_start >= e. Both ends are binary
     searches of the spans' (sample, offset) keys in the tokens' (one key sample * 2^32 + offset
-    for all samples). The runs, innermost span first, are expanded to (row, span) pairs; a row's
-    first pair names its span.
+    for all samples). The runs are expanded to (row, span) pairs, each one integer key
+    row * 2^32 + the span's place innermost first; sorted, a row's first key names its span.
+    No join and no group-by.
     """
     t = sorted_by_sample_pos(tokens.collect())
     big = 1 << 32  # offsets stay below this; sample * big + offset orders (sample, offset)

@@ -115,3 +115,10 @@ def test_row_order_of_the_input_does_not_matter() -> None:
                        PARAMS).collect()
     assert t2.select(t.columns).equals(t)
     assert sample_weights(t2.lazy(), PARAMS).collect().equals(per)
+
+
+def test_identical_spans_take_the_first_kind_name() -> None:
+    spans = pl.DataFrame([(0, 4, 9, "shared_decl"), (0, 4, 9, "barrier")],
+                         schema=["sample", "s_start", "s_end", "kind"], orient="row")
+    t = mark_sensitive(_tokens().lazy(), spans.lazy()).collect()
+    assert _col(t, 0, "span_kind") == [None] * 4 + ["barrier"] * 3 + [None] * 5

@@ -66,3 +66,14 @@ def test_region_gap_splits_runs() -> None:
     rows = [{"sample": 0, "pos": i, "completion": p is not None, "p": p, "c": i in (1, 5)} for i, p in enumerate(ps)]
     t = token_weights(pl.LazyFrame(rows), CusetParams()).collect()
     assert t["region_id"].to_list() == [None, 0, None, None, None, 1]
+
+
+def test_ties_at_the_masking_threshold_go_to_the_earlier_tokens() -> None:
+    # all boilerplate (c = 0, p >= 0.9): share_high = 1, k = floor(0.5 * 1 * 4) = 2 per sample.
+    # sample 0: four equal p -> the first two; sample 1: 0.99 and then the first of three 0.95s
+    ps = {0: [None, 0.95, 0.95, 0.95, 0.95], 1: [None, 0.95, 0.99, 0.95, 0.95]}
+    rows = [{"sample": s, "pos": i, "completion": p is not None, "p": p, "c": False}
+            for s, col in ps.items() for i, p in enumerate(col)]
+    t = token_weights(pl.LazyFrame(rows), CusetParams()).collect()
+    assert t.filter(pl.col("sample") == 0)["masked"].to_list() == [False, True, True, False, False]
+    assert t.filter(pl.col("sample") == 1)["masked"].to_list() == [False, True, True, False, False]

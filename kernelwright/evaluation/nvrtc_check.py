@@ -41,8 +41,13 @@ def include_dirs() -> tuple[str, ...]:
 
 
 def _log(nvrtc, prog) -> str:
+    """The compile log. NVRTC writes into the buffer it is given; an empty log is 1 byte, and a
+    1-byte `bytes` is CPython's shared singleton: writing into it corrupts every b" " in the
+    process (torch.load then misreads checkpoints). So skip empty logs and use a fresh buffer."""
     _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-    buf = b" " * size
+    if size <= 1:
+        return ""
+    buf = bytes(bytearray(size))  # a new object of `size` >= 2 bytes, never a cached one
     nvrtc.nvrtcGetProgramLog(prog, buf)
     return buf.decode("utf-8", "replace").rstrip("\x00 \n")
 

@@ -44,3 +44,21 @@ def test_every_seed_solution_compiles_with_nvrtc() -> None:
     results = compile_many(sources, workers=2)
     failed = [(t.id, r.log[:300]) for t, r in zip(tasks, results, strict=True) if not r.ok]
     assert not failed
+
+
+def test_clean_compile_leaves_python_bytes_intact() -> None:
+    """An empty NVRTC log once got written into CPython's shared 1-byte b" " object, after which
+    torch.load misread every checkpoint in the process."""
+    import io
+
+    import torch
+
+    from kernelwright.evaluation.nvrtc_check import _compile_cached
+
+    source = "__global__ void kw_clean_log(float* x) { x[threadIdx.x] = 1.0f; }"
+    assert _compile_cached("clean-log-test", source, "compute_90").ok
+    assert b" " == bytes([32])
+    buf = io.BytesIO()
+    torch.save({"a": torch.arange(32, dtype=torch.float32)}, buf)
+    buf.seek(0)
+    assert torch.equal(torch.load(buf)["a"], torch.arange(32, dtype=torch.float32))

@@ -1,6 +1,7 @@
 """Verified candidates per hour: kernelwright's verifier vs KernelBench's best mode (GPU only).
 
-    python bench/verify_throughput.py --candidates 32 --json out.json [--serial 4] [--skip-baseline]
+    python bench/verify_throughput.py --candidates 32 --json out.json [--phases kernelwright,kernelbench_best_mode]
+    python bench/verify_throughput.py --json out.json --keep --phases kernelwright_serial   # a later command
 
 Candidates: the honest seed solutions of N distinct tasks (each against its own reference).
 - kernelwright: `verify_many` with one worker per core and a cold build cache; the full protocol
@@ -75,10 +76,11 @@ def pick(n: int) -> list[SeedTask]:
     return order[:n]
 
 
-def run_kernelwright(tasks: list[SeedTask], jobs: int) -> dict:
+def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="kw_tp_") as cache:
         cfgs = [VerifyConfig(problem=str(t.path / "reference.py"), candidate=str(t.path / "solution.py"),
-                             build_cache=cache, compile_baseline=False, timeout_s=600.0) for t in tasks]
+                             build_cache=cache, compile_baseline=False, timeout_s=600.0,
+                             timing_budget_s=timing_budget_s) for t in tasks]
         start = time.perf_counter()
         verdicts = verify_many(cfgs, jobs=jobs)
         wall = time.perf_counter() - start
@@ -126,38 +128,54 @@ def per_hour(res: dict) -> float:
     return 3600.0 * res["candidates"] / res["wall_s"]
 
 
+PHASES = ("kernelwright", "kernelbench_best_mode", "kernelwright_serial")
+
+
+def _phase(name: str, tasks: list[SeedTask], args: argparse.Namespace) -> dict:
+    if name == "kernelwright":
+        return run_kernelwright(tasks, args.jobs, args.timing_budget_s)
+    if name == "kernelwright_serial":
+        return run_kernelwright(tasks[:args.serial], 1, args.timing_budget_s)
+    return run_kernelbench(tasks, args.jobs)
+
+
+def _load(path: Path, tasks: list[SeedTask], args: argparse.Namespace) -> dict:
+    """Earlier phases of the same comparison (same candidates, workers and settings), if any."""
+    fresh = {"jobs": args.jobs, "timing_budget_s": args.timing_budget_s, "candidates": [t.id for t in tasks]}
+    if args.keep and path.is_file():
+        old = json.loads(path.read_text())
+        if all(old.get(k) == v for k, v in fresh.items()):
+            return old
+    return fresh
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--candidates", type=int, default=32)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--serial", type=int, default=4, help="candidates for the one-worker figure (0: skip)")
-    ap.add_argument("--skip-baseline", action="store_true")
-    ap.add_argument("--serial-deadline-s", type=float, default=420.0, help="skip the serial phase after this")
+    ap.add_argument("--serial", type=int, default=4, help="candidates for the one-worker figure")
+    ap.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated subset of {', '.join(PHASES)}")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep phases already in --json from an earlier command with the same settings "
+                         "(one command has a 10-minute limit on the device box)")
+    ap.add_argument("--timing-budget-s", type=float, default=1.0, help="kernelwright's timed seconds per model/shape")
     ap.add_argument("--json", type=Path, default=Path("bench/results/verify_throughput.json"))
     args = ap.parse_args()
     tasks = pick(args.candidates)
-    out: dict = {"jobs": args.jobs, "candidates": [t.id for t in tasks]}
-    start = time.perf_counter()
-    phases = [("kernelwright", lambda: run_kernelwright(tasks, args.jobs))]
-    if not args.skip_baseline:
-        phases.append(("kernelbench_best_mode", lambda: run_kernelbench(tasks, args.jobs)))
-    if args.serial:
-        phases.append(("kernelwright_serial", lambda: run_kernelwright(tasks[:args.serial], 1)))
-    for name, phase in phases:
-        if name == "kernelwright_serial" and time.perf_counter() - start > args.serial_deadline_s:
-            print(f"skipping {name}: past --serial-deadline-s", flush=True)
-            continue
-        out[name] = phase()
+    out = _load(args.json, tasks, args)
+    for name in args.phases.split(","):
+        if name not in PHASES:
+            raise SystemExit(f"unknown phase {name!r}; choose from {', '.join(PHASES)}")
+        out[name] = _phase(name, tasks, args) | {"finished_at": time.time()}
         out[name]["s_per_candidate"] = out[name]["wall_s"] / out[name]["candidates"]
         out[name]["per_hour"] = per_hour(out[name])
-        if "kernelbench_best_mode" in out:
+        if "kernelbench_best_mode" in out and "kernelwright" in out:
             out["ratio_vs_kernelbench"] = out["kernelwright"]["per_hour"] / out["kernelbench_best_mode"]["per_hour"]
         print(name, json.dumps(out[name]), flush=True)
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=1))  # after every phase: a time-out keeps what was measured
     print(json.dumps({k: v for k, v in out.items() if k != "candidates"}, indent=1))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

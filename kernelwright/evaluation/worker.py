@@ -63,6 +63,7 @@ class Spec:
     launch_floor_ms: float = 0.002
     build_only: bool = False
     ref_timing_cache: bool = True
+    split_build: bool = False  # device code built without torch headers (split_build.py); off until GPU-validated
 
 
 class Progress:
@@ -93,7 +94,7 @@ def _no_network() -> None:
     socket.create_connection = refuse  # type: ignore[assignment]
 
 
-def _patch_load_inline(cache: str | None) -> None:
+def _patch_load_inline(cache: str | None, split: bool = False) -> None:
     """Cheaper `load_inline` builds that compute the same thing.
 
     - a build folder per content hash (a second candidate with the same sources is not rebuilt);
@@ -117,6 +118,10 @@ def _patch_load_inline(cache: str | None) -> None:
             kw["build_directory"] = str(Path(cache) / digest)
             Path(kw["build_directory"]).mkdir(parents=True, exist_ok=True)
         kw.setdefault("use_pch", True)
+        if split:  # None: not splittable or the split build failed
+            from kernelwright.evaluation.split_build import try_split_build
+            if (module := try_split_build(original, name, cpp_sources, cuda_sources, kw)) is not None:
+                return module
         slim = _slim_cuda(cuda_sources)
         if slim is not None:
             try:
@@ -600,7 +605,7 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
     dtype = str(getattr(problem, "DTYPE", "float32"))
     ref_cached = [_read_ref_cache(_ref_cache_path(problem, s, spec)) for s in shapes]
     _no_network()
-    _patch_load_inline(spec.build_cache)
+    _patch_load_inline(spec.build_cache, spec.split_build)
     guard = HarnessGuard()
     progress.write(phase="compile")
     start = time.perf_counter()

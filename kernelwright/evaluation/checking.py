@@ -75,7 +75,7 @@ def _compiled(v: Verdict, nvrtc_ok: bool, ran_on_gpu: bool) -> bool:
     """Built by the worker; or, where no build was attempted, the NVRTC compile of its device code."""
     if v.reason in NEVER_COMPILED:
         return False
-    return True if ran_on_gpu else nvrtc_ok
+    return v.compile_s is not None if ran_on_gpu else nvrtc_ok  # a worker that died before its build: not built
 
 
 def _row(c: Candidate, v: Verdict, nvrtc_ok: bool, ran_on_gpu: bool) -> Row:

@@ -90,7 +90,7 @@ def _register(client: MlflowClient, name: str, source: Path) -> str:
 def _fake_gpu(speedups: dict[str, float]):
     """A verifier double: every candidate is correct with the speedup its file name maps to."""
     def verify(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
-        return [Verdict.of("ok", runtime_ms=1.0, ref_runtime_ms=speedups[Path(c.candidate).parent.name],
+        return [Verdict.of("ok", compile_s=1.0, runtime_ms=1.0, ref_runtime_ms=speedups[Path(c.candidate).parent.name],
                            speedup=speedups[Path(c.candidate).parent.name]) for c in cfgs]
     return verify
 
@@ -115,6 +115,7 @@ def test_gate_moves_champion_only_on_improvement(suite: Path, tmp_path: Path,
 
     first = run(versions[0], {"affine": 1.5, "relu_nonneg": 0.8})
     assert first.metrics["fast_1"] == 0.5 and first.gate is not None and first.gate.promote
+    assert first.metrics["compile_rate"] == 1.0
     assert str(client.get_model_version_by_alias(name, "champion").version) == versions[0]
     worse = run(versions[1], {"affine": 0.9, "relu_nonneg": 0.8})
     assert worse.gate is not None and not worse.gate.promote and worse.gate.reason == "fast_1 did not improve"
@@ -127,3 +128,24 @@ def test_gate_moves_champion_only_on_improvement(suite: Path, tmp_path: Path,
         select_problems(str(suite), "test"), 1)
     rerun = run(versions[1], {"affine": 9.0, "relu_nonneg": 9.0})
     assert rerun.gate is not None and not rerun.gate.promote  # fast_1 ties at 1.0: no improvement
+
+
+def test_real_workers_wired_through_evaluate(suite: Path, generations: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU path end to end with the real verify_many: on this CPU machine every worker fails
+    before its build, and each row says so (runtime error, not built) instead of crashing."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU the fixtures' own GPU test covers this path")
+    monkeypatch.setattr(stage, "cuda_available", lambda: True)
+    result = evaluate(EvaluateConfig(suite=str(suite), generations=str(generations), samples=2, jobs=2,
+                                     timeout_s=120, out=str(tmp_path / "out"), workdir=str(tmp_path / "kw")))
+    by_reason = {(r.problem_id, r.sample): (r.verdict.status, r.verdict.reason, r.gpu_verified, r.compiled)
+                 for r in result.rows}
+    assert by_reason[("level1/affine", 1)] == ("rejected", "fallback_try_except", False, True)
+    assert by_reason[("level1/relu_nonneg", 1)] == ("compile_error", "no_candidate", False, False)
+    for key in (("level1/affine", 0), ("level1/relu_nonneg", 0)):
+        status, reason, verified, compiled = by_reason[key]
+        assert (status, verified, compiled) == ("runtime_error", True, False), by_reason[key]
+    assert result.metrics["fast_0"] == 0.0 and result.metrics["compile_rate"] == 0.25

@@ -2,7 +2,7 @@
 
 The static checks and an NVRTC compile of the device code run on any machine. With a CUDA
 device, every candidate that passes the static checks goes through the verification protocol
-(`verify_many`: one worker process each, builds in parallel, timing one at a time). Without one,
+(`verify.run_workers`: one worker process each, builds in parallel, timing one at a time). Without one,
 rows say `gpu_verified: false` and carry no correctness or speed figure.
 """
 
@@ -23,6 +23,7 @@ from kernelwright.evaluation.verify import VerifyConfig, read_inputs, static_ver
 
 NEVER_COMPILED = frozenset({"syntax_error", "no_candidate", "compile_error"})
 
+# runs the candidates that passed `pre_verdict` (so it need not check them again)
 Verifier = Callable[[Sequence[VerifyConfig], int], list[Verdict]]
 
 

@@ -36,7 +36,7 @@ from kernelwright.evaluation.metrics import FAST_P_GRID, suite_metrics
 from kernelwright.evaluation.plots import category_groups, speedup_distribution
 from kernelwright.evaluation.problems import Problem
 from kernelwright.evaluation.registry import ModelRef, load_model, record_and_gate, resolve_ref
-from kernelwright.evaluation.verify import VerifyConfig, cuda_available, verify_many
+from kernelwright.evaluation.verify import VerifyConfig, cuda_available, run_workers
 from kernelwright.prompting import prompt_messages
 from kernelwright.workdir import resolve_workdir
 
@@ -125,7 +125,7 @@ def _gate(ref: ModelRef | None, cfg: EvaluateConfig, gpu: bool, metrics: dict[st
     return decision, decision.reason
 
 
-def evaluate(cfg: EvaluateConfig, verifier: Verifier = verify_many) -> EvaluateResult:
+def evaluate(cfg: EvaluateConfig, verifier: Verifier = run_workers) -> EvaluateResult:
     """Generate (or read) candidates, check them, score them, and run the gate."""
     workdir = resolve_workdir(cfg.workdir)
     out = Path(cfg.out) if cfg.out else workdir / "evaluate"

@@ -176,18 +176,14 @@ def verify_one(cfg: VerifyConfig) -> Verdict:
     return run_worker(make_spec(cfg), cfg.timeout_s, cfg.host_memory_gb)
 
 
-def verify_many(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
-    """Many candidates: builds and correctness overlap across `jobs` workers; timing is one at a time."""
+def run_workers(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
+    """Worker runs of candidates that already passed `read_inputs` and the static checks: builds and
+    correctness overlap across `jobs` workers; timing is one at a time."""
     with tempfile.NamedTemporaryFile(prefix="kw_timing_", suffix=".lock", delete=False) as lock:
         lock_path = lock.name
 
     def one(cfg: VerifyConfig) -> Verdict:
-        try:
-            source = read_inputs(Path(cfg.problem), Path(cfg.candidate))
-        except UsageError as exc:
-            return Verdict.of("exception", str(exc))
-        rejected = static_verdict(source)
-        return rejected or run_worker(make_spec(cfg, lock_path), cfg.timeout_s, cfg.host_memory_gb)
+        return run_worker(make_spec(cfg, lock_path), cfg.timeout_s, cfg.host_memory_gb)
 
     try:
         if jobs > 1 and cfgs:
@@ -196,6 +192,22 @@ def verify_many(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
             return list(pool.map(one, cfgs))
     finally:
         Path(lock_path).unlink(missing_ok=True)
+
+
+def _pre_check(cfg: VerifyConfig) -> Verdict | None:
+    """A verdict reached without a worker (bad input, static rejection); None: run the worker."""
+    try:
+        source = read_inputs(Path(cfg.problem), Path(cfg.candidate))
+    except UsageError as exc:
+        return Verdict.of("exception", str(exc))
+    return static_verdict(source)
+
+
+def verify_many(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
+    """Many candidates: the static checks, then `run_workers` for those that pass them."""
+    pre = [_pre_check(cfg) for cfg in cfgs]
+    ran = iter(run_workers([cfg for cfg, v in zip(cfgs, pre, strict=True) if v is None], jobs))
+    return [v or next(ran) for v in pre]
 
 
 WARM_UP_CANDIDATE = r'''

@@ -132,7 +132,7 @@ def test_gate_moves_champion_only_on_improvement(suite: Path, tmp_path: Path,
 
 def test_real_workers_wired_through_evaluate(suite: Path, generations: Path, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """The GPU path end to end with the real verify_many: on this CPU machine every worker fails
+    """The GPU path end to end with the real workers (verify.run_workers): on this CPU machine every worker fails
     before its build, and each row says so (runtime error, not built) instead of crashing."""
     import torch
 

@@ -48,16 +48,18 @@ def compile_all(items: Sequence[tuple[str, str]], cache_dir: Path, workers: int 
                 arch: str = DEFAULT_ARCH) -> tuple[dict[str, NvrtcResult], CompileStats]:
     """(id, CUDA source) items -> {id: NVRTC result}, compiling only what the cache lacks."""
     stats = CompileStats()
-    digests = {key: source_digest(device_source(src), arch) for key, src in items}
+    digests: dict[str, str] = {}
     results: dict[str, NvrtcResult] = {}
     todo: dict[str, str] = {}  # digest -> device source
     for key, src in items:
+        device = device_source(src)
+        digests[key] = source_digest(device, arch)
         hit = _cached(cache_dir / f"{digests[key]}.json")
         if hit is not None:
             results[key] = hit
             stats.cache_hits += 1
         else:
-            todo.setdefault(digests[key], device_source(src))
+            todo.setdefault(digests[key], device)
     if todo:
         fresh = _run_pool(list(todo.values()), workers, arch)
         for digest, res in zip(todo, fresh, strict=True):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from kernelwright.evaluation.verdict import Verdict
@@ -20,13 +19,6 @@ CHEAT_REASONS = frozenset({
     "input_mutation", "async_escape", "result_caching", "harness_tampering", "non_tensor_output",
     "precision_downgrade", "launch_error",
 })
-
-
-@dataclass(frozen=True)
-class Sample:
-    problem_id: str
-    category: str
-    verdict: Verdict
 
 
 def fast_p(verdicts: Sequence[Verdict], p: float) -> float:
@@ -60,13 +52,6 @@ def summary(verdicts: Sequence[Verdict]) -> dict[str, float]:
     for p in FAST_P_GRID:
         out[f"fast_p.{p:g}"] = fast_p(verdicts, p)
     return out
-
-
-def per_category(samples: Sequence[Sample]) -> dict[str, dict[str, float]]:
-    groups: dict[str, list[Verdict]] = defaultdict(list)
-    for s in samples:
-        groups[s.category].append(s.verdict)
-    return {cat: summary(vs) for cat, vs in sorted(groups.items())}
 
 
 class HasVerdict(Protocol):

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pytest
 
 from kernelwright.evaluation.gate import decide
-from kernelwright.evaluation.metrics import Sample, fast_p, geomean_speedup, per_category, summary
+from kernelwright.evaluation.metrics import fast_p, geomean_speedup, suite_metrics, summary
 from kernelwright.evaluation.verdict import Verdict
 
 
@@ -33,9 +34,17 @@ def test_geomean_and_summary() -> None:
     assert math.isnan(s["mean_roofline_share"])
 
 
+@dataclass(frozen=True)
+class _Row:
+    category: str
+    verdict: Verdict
+    compiled: bool = True
+    gpu_verified: bool = True
+
+
 def test_per_category() -> None:
-    cats = per_category([Sample("a", "x", _v("ok", 3.0)), Sample("b", "y", _v("wrong_output"))])
-    assert cats["x"]["fast_1"] == 1.0 and cats["y"]["fast_0"] == 0.0
+    m = suite_metrics([_Row("x", _v("ok", 3.0)), _Row("y", _v("wrong_output"))])
+    assert m["category.x.fast_1"] == 1.0 and m["category.y.fast_0"] == 0.0
 
 
 def test_gate() -> None:

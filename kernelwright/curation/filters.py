@@ -108,20 +108,18 @@ class FilterSettings:
     cache_dir: Path | None = None  # None: NVRTC results are not kept on disk
 
 
-def _code(s: HasCompletion) -> str:
-    return extract_code(s.completion)
-
-
-def _exact(samples: Sequence[HasCompletion]) -> Removals:
-    seen: dict[str, str] = {}
-    out: Removals = {}
-    for s in samples:
-        key = hashlib.sha256(" ".join(code_tokens(_code(s))).encode()).hexdigest()
-        if key in seen:
-            out[s.id] = ("exact_duplicate", f"same code as {seen[key]}")
-        else:
-            seen[key] = s.id
-    return out
+def _exact_step(tokens: Mapping[str, list[str]]) -> Callable[[Sequence[S]], Removals]:
+    def step(samples: Sequence[S]) -> Removals:
+        seen: dict[str, str] = {}
+        out: Removals = {}
+        for s in samples:
+            key = hashlib.sha256(" ".join(tokens[s.id]).encode()).hexdigest()
+            if key in seen:
+                out[s.id] = ("exact_duplicate", f"same code as {seen[key]}")
+            else:
+                seen[key] = s.id
+        return out
+    return step
 
 
 def _first_static(report: StaticReport, reasons: Sequence[str]) -> tuple[str, str] | None:
@@ -140,21 +138,22 @@ def _static_step(reports: Mapping[str, StaticReport], reasons: Sequence[str]) ->
     return step
 
 
-def _near_dup_step(settings: FilterSettings) -> Callable[[Sequence[S]], Removals]:
+def _near_dup_step(settings: FilterSettings, tokens: Mapping[str, list[str]]) -> Callable[[Sequence[S]], Removals]:
     def step(samples: Sequence[S]) -> Removals:
         if settings.near_dup_threshold > 1:
             return {}
-        found = near_duplicates([(s.id, _code(s)) for s in samples], settings.near_dup_threshold,
+        found = near_duplicates([(s.id, tokens[s.id]) for s in samples], settings.near_dup_threshold,
                                 settings.shingle, settings.num_perm)
         return {k: ("near_duplicate", f"~{d.of} (Jaccard {d.jaccard:.2f})") for k, d in found.items()}
     return step
 
 
-def _nvrtc_step(settings: FilterSettings, report: FilterReport) -> Callable[[Sequence[S]], Removals]:
+def _nvrtc_step(settings: FilterSettings, report: FilterReport,
+                codes: Mapping[str, str]) -> Callable[[Sequence[S]], Removals]:
     def step(samples: Sequence[S]) -> Removals:
         if not settings.nvrtc:
             return {}
-        items = [(s.id, cuda_source_of(_code(s))) for s in samples]
+        items = [(s.id, cuda_source_of(codes[s.id])) for s in samples]
         if settings.cache_dir is None:
             raise ValueError("the NVRTC filter needs a cache_dir")
         results, stats = compile_all([i for i in items if i[1]], settings.cache_dir, settings.workers,
@@ -175,19 +174,21 @@ def run_filters(samples: Sequence[S], settings: FilterSettings, contaminated: Ma
     report = report if report is not None else FilterReport(input_rows=len(samples))
     for reason in REASONS:
         report.removed.setdefault(reason, [])
+    codes = {s.id: extract_code(s.completion) for s in samples}
+    tokens = {k: code_tokens(code) for k, code in codes.items()}  # exact and near duplicates compare these
     start = time.perf_counter()
-    reports = {s.id: check_source(_code(s), require_call=True) for s in samples}
+    reports = {k: check_source(code, require_call=True) for k, code in codes.items()}
     report.seconds["static_checks"] = time.perf_counter() - start
     for reason in (*STATIC_REASONS, "no_kernel"):
         report.flag(reason, {k: "; ".join(r.by_reason[reason]) for k, r in reports.items() if reason in r.reasons})
     contaminated = contaminated or {}
     steps: list[tuple[str, Callable[[Sequence[S]], Removals]]] = [
-        ("exact_duplicate", _exact),
+        ("exact_duplicate", _exact_step(tokens)),
         ("static", _static_step(reports, STATIC_REASONS)),
         ("kernel_present", _static_step(reports, ("no_kernel",))),
         ("decontaminate", lambda ss: {s.id: ("contaminated", contaminated[s.id]) for s in ss if s.id in contaminated}),
-        ("near_duplicate", _near_dup_step(settings)),
-        ("nvrtc", _nvrtc_step(settings, report)),
+        ("near_duplicate", _near_dup_step(settings, tokens)),
+        ("nvrtc", _nvrtc_step(settings, report, codes)),
     ]
     kept = list(samples)
     for name, step in steps:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from datasketch import MinHash, MinHashLSH
 
-from kernelwright.curation.code_norm import code_tokens, shingles
+from kernelwright.curation.code_norm import shingles
 
 LSH_MAX_THRESHOLD = 0.9
 
@@ -35,15 +35,16 @@ def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
 
 
-def near_duplicates(items: Sequence[tuple[str, str]], threshold: float = 0.85, shingle: int = 5,
+def near_duplicates(items: Sequence[tuple[str, Sequence[str]]], threshold: float = 0.85, shingle: int = 5,
                     num_perm: int = 128) -> dict[str, NearDuplicate]:
-    """(id, code) items -> {id of each near duplicate: the kept item it repeats}."""
+    """(id, normalised code tokens: `code_norm.code_tokens`) items -> {id of each near duplicate:
+    the kept item it repeats}."""
     # LSH only proposes candidates (exact Jaccard decides); above ~0.9 datasketch finds no band split
     lsh = MinHashLSH(threshold=min(threshold, LSH_MAX_THRESHOLD), num_perm=num_perm)
     kept: dict[str, set[str]] = {}
     found: dict[str, NearDuplicate] = {}
-    for key, code in items:
-        grams = shingles(code_tokens(code), shingle)
+    for key, tokens in items:
+        grams = shingles(tokens, shingle)
         m = _minhash(grams, num_perm)
         scored = [(jaccard(grams, kept[c]), c) for c in lsh.query(m)]
         best = max(scored, default=(0.0, ""))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelwright.curation.code_norm import code_tokens
 from kernelwright.curation.filters import FilterReport, FilterSettings, run_filters
 from kernelwright.curation.near_dup import near_duplicates
 from kernelwright.curation.seed import load_seed_tasks
@@ -76,9 +77,10 @@ def test_kernel_must_be_built_launched_and_called() -> None:
 def test_near_duplicates_are_removed_once() -> None:
     renamed = GOOD.replace("y[i] = 2.0f * x[i]", "y[i] = 2.0f * x[i] + 0.0f")
     other = load_seed_tasks()[0].solution
-    found = near_duplicates([("a", GOOD), ("b", renamed), ("c", other)], threshold=0.85)
+    a, b, c = code_tokens(GOOD), code_tokens(renamed), code_tokens(other)
+    found = near_duplicates([("a", a), ("b", b), ("c", c)], threshold=0.85)
     assert set(found) == {"b"} and found["b"].of == "a" and found["b"].jaccard >= 0.85
-    assert near_duplicates([("a", GOOD), ("b", renamed)], threshold=0.99) == {}
+    assert near_duplicates([("a", a), ("b", b)], threshold=0.99) == {}
 
 
 def test_filters_count_every_removal_and_reason(tmp_path: Path) -> None:

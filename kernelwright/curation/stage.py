@@ -272,7 +272,7 @@ def mark_sensitive(tokens: pl.LazyFrame, spans: pl.LazyFrame) -> pl.LazyFrame:
 def assemble(tokens: pl.DataFrame, per_sample: pl.DataFrame, samples: list[Sample],
              tokenized: list[dict[str, Any]]) -> pl.DataFrame:
     """One row per sample with list columns in token order: what training reads as is."""
-    lists = tokens.sort("sample", "pos").group_by("sample", maintain_order=True).agg(
+    lists = sorted_by_sample_pos(tokens).group_by("sample", maintain_order=True).agg(
         token_weights=pl.col("token_weight"),
         loss_mask=pl.col("loss_mask").cast(pl.Int8),
         p=pl.col("p").cast(pl.Float32),

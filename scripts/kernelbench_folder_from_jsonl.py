@@ -16,6 +16,8 @@ import re
 import sys
 from pathlib import Path
 
+from kernelwright import atomic
+
 
 def slug(code: str, words: int = 5) -> str:
     try:
@@ -43,8 +45,7 @@ def main(argv: list[str]) -> int:
             print(f"line {n}: no {args.code_field}, skipped", file=sys.stderr)
             continue
         path = args.out / f"level{rec.get('level_id', 0)}" / f"{rec.get('task_id', n)}_{slug(code)}.py"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(code if code.endswith("\n") else code + "\n", encoding="utf-8")
+        atomic.write_text(path, code if code.endswith("\n") else code + "\n")
         written += 1
     print(f"wrote {written} problems under {args.out}")
     return 0

@@ -33,32 +33,9 @@ os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
 
 import torch.utils.cpp_extension as ext  # noqa: E402
 
-from kernelwright.evaluation.split_build import split_arguments  # noqa: E402
+from kernelwright.evaluation.split_build import capture_load_inline, split_arguments  # noqa: E402
 
 ext.CUDA_HOME = os.environ["CUDA_HOME"]
-
-
-class _Captured(Exception):
-    pass
-
-
-def capture(path: Path) -> dict[str, Any]:
-    """The arguments of the first load_inline call of a candidate module."""
-    got: dict[str, Any] = {}
-
-    def fake(name: str, cpp_sources: Any, cuda_sources: Any = None, **kw: Any) -> Any:
-        got.update(name=name, cpp=cpp_sources, cuda=cuda_sources, kw=kw)
-        raise _Captured
-
-    saved = ext.load_inline
-    ext.load_inline = fake  # type: ignore[assignment]
-    try:
-        exec(compile(path.read_text(), str(path), "exec"), {"__name__": "kw_capture"})  # noqa: S102
-    except _Captured:
-        pass
-    finally:
-        ext.load_inline = saved
-    return got
 
 
 def compile_cmds(build: Path, name: str, cpp: list[str], cuda: list[str], kw: dict[str, Any],
@@ -107,7 +84,7 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     splittable = []
     for path in solutions:
-        got = capture(path)
+        got = capture_load_inline(path)
         res = split_arguments(got["cpp"], got["cuda"], got["kw"]) if got else "no load_inline call"
         task = path.parent.name
         if isinstance(res, str):

@@ -442,3 +442,30 @@ def split_load_inline(original: Callable[..., Any]) -> Callable[..., Any]:
         return module if module is not None else original(name, cpp_sources, cuda_sources, **kw)
 
     return load_inline
+
+
+class _Captured(Exception):
+    pass
+
+
+def capture_load_inline(path: Path) -> dict[str, Any]:
+    """The arguments of the first `load_inline` call of a module file ({} if there is none): the file
+    is run with a `load_inline` that records them and stops it there (nothing is built). Keys:
+    name, cpp, cuda (the sources as given) and kw (the other keyword arguments)."""
+    import torch.utils.cpp_extension as ext
+
+    got: dict[str, Any] = {}
+
+    def fake(name: str, cpp_sources: Any, cuda_sources: Any = None, **kw: Any) -> Any:
+        got.update(name=name, cpp=cpp_sources, cuda=cuda_sources, kw=kw)
+        raise _Captured
+
+    saved = ext.load_inline
+    ext.load_inline = fake  # type: ignore[assignment]
+    try:
+        exec(compile(path.read_text(), str(path), "exec"), {"__name__": "kw_capture"})  # noqa: S102
+    except _Captured:
+        pass
+    finally:
+        ext.load_inline = saved
+    return got

@@ -14,7 +14,13 @@ from typing import Any
 import pytest
 
 from kernelwright.evaluation import split_build
-from kernelwright.evaluation.split_build import split_arguments, split_reason, split_sources, try_split_build
+from kernelwright.evaluation.split_build import (
+    capture_load_inline,
+    split_arguments,
+    split_reason,
+    split_sources,
+    try_split_build,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 NVCC = shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc", "/usr/local/cuda-13.0/bin/nvcc")
@@ -243,26 +249,7 @@ def test_worker_spec_has_split_build_off_by_default() -> None:
 
 
 def _seed_args(task: str) -> tuple[list[str], list[str]]:
-    import torch.utils.cpp_extension as ext
-
-    got: dict[str, Any] = {}
-
-    class Captured(Exception):
-        pass
-
-    def fake(name: str, cpp_sources: Any, cuda_sources: Any = None, **kw: Any) -> Any:
-        got.update(cpp=cpp_sources, cuda=cuda_sources, kw=kw)
-        raise Captured
-
-    saved = ext.load_inline
-    ext.load_inline = fake  # type: ignore[assignment]
-    path = ROOT / "kernelwright/seed/tasks" / task / "solution.py"
-    try:
-        exec(compile(path.read_text(), str(path), "exec"), {"__name__": "kw_seed"})  # noqa: S102
-    except Captured:
-        pass
-    finally:
-        ext.load_inline = saved
+    got = capture_load_inline(ROOT / "kernelwright/seed/tasks" / task / "solution.py")
     res = split_arguments(got["cpp"], got["cuda"], got["kw"])
     assert not isinstance(res, str), res
     return res

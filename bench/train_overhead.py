@@ -20,7 +20,6 @@ import argparse
 import json
 import statistics
 import time
-from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -29,7 +28,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from trl import SFTConfig, SFTTrainer
 
 from kernelwright.training.base_model import train_tokenizer
-from kernelwright.training.cuset_trainer import CusetCollator, CusetSFTTrainer
+from kernelwright.training.cuset_trainer import CusetCollator, CusetSFTTrainer, checkpointing_args
 
 QWEN2_05B = dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
                  intermediate_size=4864, vocab_size=151936, tie_word_embeddings=True, max_position_embeddings=32768)
@@ -76,15 +75,10 @@ def make_examples(batch: int, seq_len: int, vocab: int, prompt_share: float, kee
     return out
 
 
-def _checkpointing(on: bool) -> dict[str, bool]:
-    names = {f.name for f in fields(SFTConfig)}
-    return {n: on for n in ("gradient_checkpointing", "activation_checkpointing") if n in names}
-
-
 def make_trainer(model, examples: list[dict], on_gpu: bool, checkpointing: bool, out: Path) -> CusetSFTTrainer:
     tok = train_tokenizer(["__global__ void k(float* x) { x[threadIdx.x] = 0; }"] * 4, 300)
     args = SFTConfig(output_dir=str(out), report_to=[], bf16=on_gpu, use_cpu=not on_gpu, save_strategy="no",
-                     dataset_kwargs={"skip_prepare_dataset": True}, **_checkpointing(checkpointing))
+                     dataset_kwargs={"skip_prepare_dataset": True}, **checkpointing_args(checkpointing))
     trainer = CusetSFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples),
                               processing_class=tok, data_collator=CusetCollator(pad_token_id=3))
     if checkpointing:

@@ -11,16 +11,24 @@ sum m_t over the whole accumulation window (and all devices with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 import torch
-from trl import SFTTrainer
+from trl import SFTConfig, SFTTrainer
 from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
 Weighting = Literal["plain", "token", "region", "cuset"]
 WEIGHTINGS: tuple[str, ...] = ("plain", "token", "region", "cuset")
 WEIGHT_COLUMNS = ("token_weights", "loss_mask", "sample_weight")
+
+
+def checkpointing_args(on: bool) -> dict[str, bool]:
+    """`SFTConfig` keywords that turn activation checkpointing on or off: transformers >= 5.2x renamed
+    `gradient_checkpointing` to `activation_checkpointing` (and warns on the old name, which TRL sets); older 5.x
+    has only the old name."""
+    names = {f.name for f in fields(SFTConfig)}
+    return {n: on for n in ("gradient_checkpointing", "activation_checkpointing") if n in names}
 
 
 def _pad(rows: list[torch.Tensor], length: int, value: float) -> torch.Tensor:

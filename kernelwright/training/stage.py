@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,13 @@ from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
 from kernelwright.tracking import REGISTERED_MODEL, log_curated_dataset, set_alias, setup_tracking
 from kernelwright.training.base_model import load_base_model, load_tokenizer, resolve_base_model
-from kernelwright.training.cuset_trainer import WEIGHT_COLUMNS, WEIGHTINGS, CusetCollator, CusetSFTTrainer
+from kernelwright.training.cuset_trainer import (
+    WEIGHT_COLUMNS,
+    WEIGHTINGS,
+    CusetCollator,
+    CusetSFTTrainer,
+    checkpointing_args,
+)
 from kernelwright.workdir import resolve_workdir
 
 log = logging.getLogger(__name__)
@@ -208,13 +214,6 @@ def _model_dtype(cfg: TrainConfig) -> torch.dtype:
     return torch.bfloat16 if torch.cuda.is_available() else torch.float32
 
 
-def _checkpointing(on: bool) -> dict[str, bool]:
-    """transformers >= 5.2x renamed `gradient_checkpointing` to `activation_checkpointing` (and warns on the old
-    name, which TRL sets); older 5.x has only the old name."""
-    names = {f.name for f in fields(SFTConfig)}
-    return {n: on for n in ("gradient_checkpointing", "activation_checkpointing") if n in names}
-
-
 def _sft_args(cfg: TrainConfig, output_dir: Path) -> SFTConfig:
     on_gpu = torch.cuda.is_available()
     bf16 = cfg.bf16 if cfg.bf16 is not None else on_gpu and torch.cuda.is_bf16_supported()
@@ -235,7 +234,7 @@ def _sft_args(cfg: TrainConfig, output_dir: Path) -> SFTConfig:
         seed=cfg.seed,
         bf16=bf16,
         fp16=False,
-        **_checkpointing(checkpointing),
+        **checkpointing_args(checkpointing),
         use_cpu=not on_gpu,
         report_to=["mlflow"] if mlflow.active_run() is not None else [],
         dataset_kwargs={"skip_prepare_dataset": True},

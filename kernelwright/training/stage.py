@@ -328,7 +328,7 @@ def run_train(cfg: TrainConfig) -> TrainResult:
         raise UsageError("LoRA runs in one process (a 7B model's LoRA fits on one H200): use --full under FSDP")
     workdir = resolve_workdir(cfg.workdir)
     data_dir = Path(cfg.data) if cfg.data else workdir / "curated"
-    output_dir = Path(cfg.output_dir) if cfg.output_dir else workdir / "train"
+    output_dir = _output_dir(cfg)
     dataset, cuset = load_curated(data_dir)
     dataset = drop_unlearnable(dataset, cfg.max_length)
     base = resolve_base_model(cfg.base_model, workdir)

@@ -141,7 +141,7 @@ def load_base_model(path: Path, dtype: torch.dtype | None = None, device: str | 
     if not (path / "config.json").is_file():
         raise UsageError(f"--base-model {path} is not a Hugging Face checkpoint folder (no config.json)")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = dtype or (torch.bfloat16 if device == "cuda" else torch.float32)
+    dtype = dtype or (torch.bfloat16 if device.startswith("cuda") else torch.float32)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
     return model.to(device)
 

@@ -208,12 +208,6 @@ def _device() -> str:
     return f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}" if torch.cuda.is_available() else "cpu"
 
 
-def _model_dtype(cfg: TrainConfig) -> torch.dtype:
-    if cfg.model_dtype != "auto":
-        return DTYPES[cfg.model_dtype]
-    return torch.bfloat16 if torch.cuda.is_available() else torch.float32
-
-
 def _sft_args(cfg: TrainConfig, output_dir: Path) -> SFTConfig:
     on_gpu = torch.cuda.is_available()
     bf16 = cfg.bf16 if cfg.bf16 is not None else on_gpu and torch.cuda.is_bf16_supported()
@@ -333,7 +327,7 @@ def run_train(cfg: TrainConfig) -> TrainResult:
     dataset = drop_unlearnable(dataset, cfg.max_length)
     base = resolve_base_model(cfg.base_model, workdir)
     tokenizer = load_tokenizer(base)
-    model = load_base_model(base, dtype=_model_dtype(cfg), device=_device())
+    model = load_base_model(base, dtype=DTYPES.get(cfg.model_dtype), device=_device())  # auto: its default
     output_dir.mkdir(parents=True, exist_ok=True)
     last = last_complete_checkpoint(output_dir)
     run = mlflow.active_run()

@@ -29,10 +29,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kernelwright.evaluation.static_checks import kernel_names
 from kernelwright.evaluation.verdict import ShapeResult, Verdict
 
 DISTRIBUTIONS = ("default", "signed", "heavy_tailed", "small")
-KERNEL_NAME = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>\s\*]*?\b(\w+)\s*\(")
 
 
 class Rejected(Exception):
@@ -450,7 +450,9 @@ def _median_ms(fn: Any, inputs_sets: list[list[Any]], timer: Timer, spec: Spec, 
 
 
 def _kernel_names(candidate_path: Path) -> set[str]:
-    return set(KERNEL_NAME.findall(candidate_path.read_text(encoding="utf-8")))
+    """The candidate's `__global__` names, as the static checks find them (any placement of
+    `__launch_bounds__`): the profiler's custom-kernel share counts time in these."""
+    return set(kernel_names(candidate_path.read_text(encoding="utf-8")))
 
 
 def custom_share(new: Any, inputs: list[Any], names: set[str]) -> float:

@@ -98,3 +98,13 @@ def test_watch_kills_on_host_memory_and_time_limits() -> None:
     quick = _spawn("import sys; sys.stderr.write('bye'); sys.exit(4)")
     outcome, err = watch(quick, timeout_s=30, host_memory_bytes=150 * 2**20)
     assert (outcome, err, quick.returncode) == ("exited", b"bye", 4)
+
+
+def test_worker_kernel_names_see_launch_bounds_after_the_return_type(tmp_path: Path) -> None:
+    """The profiler share counts kernels by these names: `void __launch_bounds__(256) k` is `k`."""
+    from kernelwright.evaluation.worker import _kernel_names
+
+    src = tmp_path / "c.py"
+    src.write_text('cuda = """\n__global__ void __launch_bounds__(256) k(float* x) {}\n'
+                   '__global__ __launch_bounds__(128, 2) void k2(int n) {}\n"""\n')
+    assert _kernel_names(src) == {"k", "k2"}

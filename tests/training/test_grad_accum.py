@@ -15,71 +15,25 @@ from pathlib import Path
 import pytest
 import torch
 from datasets import Dataset
-from transformers import TrainerCallback
 from trl import SFTConfig
 
 from kernelwright.training.base_model import load_base_model, load_tokenizer
 from kernelwright.training.cuset_trainer import CusetCollator, CusetSFTTrainer
 from kernelwright.training.stage import TrainConfig, _sft_args
-
-TOL = 1e-5
-METRICS = ("loss", "nll", "entropy", "mean_token_accuracy", "masked_share", "mean_sample_weight", "num_tokens")
-
-
-def _examples() -> list[dict]:
-    """8 samples of different lengths, prompts and weights (the first 4 of the sampler's order train)."""
-    g = torch.Generator().manual_seed(0)
-    out = []
-    for i, (n, prompt) in enumerate(((30, 5), (17, 3), (25, 10), (9, 2), (21, 4), (14, 6), (28, 3), (11, 5))):
-        ids = torch.randint(10, 200, (n,), generator=g).tolist()
-        weights = [0.0] * prompt + (0.2 + 2 * torch.rand(n - prompt, generator=g)).tolist()
-        mask = [0] * prompt + [int(w > 0.5) for w in weights[prompt:]]
-        out.append({"input_ids": ids, "labels": [-100] * prompt + ids[prompt:], "token_weights": weights,
-                    "loss_mask": mask, "sample_weight": 0.5 + 0.25 * i})
-    return out
-
-
-class _GradsBeforeStep(TrainerCallback):
-    grads: dict[str, torch.Tensor] = {}
-
-    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
-        self.grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
-
-
-def _one_step(model_dir: Path, out: Path, weighting: str, batch: int, accum: int):
-    tok = load_tokenizer(model_dir)
-    model = load_base_model(model_dir, dtype=torch.float32, device="cpu")
-    args = SFTConfig(output_dir=str(out), max_steps=1, per_device_train_batch_size=batch,
-                     gradient_accumulation_steps=accum, bf16=False, max_grad_norm=0.0, optim="sgd",
-                     learning_rate=0.1, lr_scheduler_type="constant", seed=0, report_to=[], use_cpu=True,
-                     gradient_checkpointing=False, dataset_kwargs={"skip_prepare_dataset": True},
-                     logging_steps=1, save_strategy="no", disable_tqdm=True)
-    grab = _GradsBeforeStep()
-    trainer = CusetSFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(_examples()),
-                              processing_class=tok, callbacks=[grab],
-                              data_collator=CusetCollator(pad_token_id=tok.pad_token_id, weighting=weighting))
-    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
-    trainer.train()
-    delta = {n: p.detach() - before[n] for n, p in trainer.model.named_parameters()}
-    return grab.grads, delta, trainer.state.log_history[0]
-
-
-def _rel(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    num = sum(float((a[k] - b[k]).double().pow(2).sum()) for k in b) ** 0.5
-    return num / sum(float(v.double().pow(2).sum()) for v in b.values()) ** 0.5
+from tests.training._one_step import METRICS, TOL, _examples, _rel, one_step
 
 
 @pytest.mark.parametrize("weighting", ["plain", "cuset"])
 def test_accumulation_of_4x1_equals_one_batch_of_4(tiny_model_dir: Path, tmp_path: Path, weighting: str) -> None:
-    g_acc, d_acc, log_acc = _one_step(tiny_model_dir, tmp_path / "acc", weighting, batch=1, accum=4)
-    g_big, d_big, log_big = _one_step(tiny_model_dir, tmp_path / "big", weighting, batch=4, accum=1)
-    assert g_acc.keys() == g_big.keys() and len(g_big) > 0
-    assert _rel(g_acc, g_big) < TOL
-    assert _rel(d_acc, d_big) < TOL  # one SGD step's parameter update
+    acc = one_step(tiny_model_dir, tmp_path / "acc", weighting, batch=1, accum=4)
+    big = one_step(tiny_model_dir, tmp_path / "big", weighting, batch=4, accum=1)
+    assert acc["grads"].keys() == big["grads"].keys() and len(big["grads"]) > 0
+    assert _rel(acc["grads"], big["grads"]) < TOL
+    assert _rel(acc["delta"], big["delta"]) < TOL  # one SGD step's parameter update
     for name in METRICS:
-        assert log_acc[name] == pytest.approx(log_big[name], rel=TOL, abs=1e-7), name
+        assert acc["log"][name] == pytest.approx(big["log"][name], rel=TOL, abs=1e-7), name
     if weighting == "cuset":
-        assert 0 < log_big["masked_share"] < 1 and log_big["mean_sample_weight"] != 1
+        assert 0 < big["log"]["masked_share"] < 1 and big["log"]["mean_sample_weight"] != 1
 
 
 def test_compute_loss_of_micro_batches_sums_to_the_batch_loss(tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.training._multi_process_worker import WEIGHTINGS, one_step, run_name
-from tests.training.test_grad_accum import METRICS, TOL, _rel
+from tests.training._multi_process_worker import WEIGHTINGS, run_name
+from tests.training._one_step import METRICS, TOL, _rel, one_step
 
 REPO = Path(__file__).resolve().parents[2]
 WORLD = 2

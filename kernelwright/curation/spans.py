@@ -69,7 +69,8 @@ def _name(node: tree_sitter.Node) -> str:
     return node.text.decode("utf-8", "replace") if node.text is not None else ""
 
 
-def _is_device_function(fn: tree_sitter.Node) -> bool:
+def is_device_function(fn: tree_sitter.Node) -> bool:
+    """A `__global__` or `__device__` function (definition or declaration node)."""
     return any(c.type in ("__global__", "__device__") for c in fn.children)
 
 
@@ -126,7 +127,7 @@ def _node_spans(root: tree_sitter.Node) -> list[tuple[int, int, str]]:
         node, ptrs = stack.pop()
         t = node.type
         if t == "function_definition":
-            ptrs = _pointer_params(node) if _is_device_function(node) else None
+            ptrs = _pointer_params(node) if is_device_function(node) else None
         if t == "call_expression":
             hit = _call_kind(node)
             if hit:

@@ -13,14 +13,10 @@ import re
 
 import tree_sitter
 
-from kernelwright.curation.spans import _parser
+from kernelwright.curation.spans import _parser, is_device_function
 
 TORCH_INCLUDE = re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/|pybind11/|Python\.h)")
 TORCH_API = re.compile(r"\b(torch|at|c10|pybind11|py)::|\bTORCH_|\bAT_DISPATCH")
-
-
-def _is_device_fn(node: tree_sitter.Node) -> bool:
-    return any(c.type in ("__global__", "__device__") for c in node.children)
 
 
 def _keep(node: tree_sitter.Node) -> bool:
@@ -29,10 +25,10 @@ def _keep(node: tree_sitter.Node) -> bool:
     if t == "preproc_include":
         return not TORCH_INCLUDE.search(text)
     if t == "function_definition":
-        return _is_device_fn(node)
+        return is_device_function(node)
     if t == "template_declaration":
         fns = [c for c in node.named_children if c.type == "function_definition"]
-        return all(_is_device_fn(f) for f in fns) and (bool(fns) or not TORCH_API.search(text))
+        return all(is_device_function(f) for f in fns) and (bool(fns) or not TORCH_API.search(text))
     if t in ("declaration", "using_declaration", "alias_declaration", "namespace_definition", "expression_statement"):
         return not TORCH_API.search(text) and "namespace torch" not in text
     if t in ("preproc_ifdef", "preproc_if"):

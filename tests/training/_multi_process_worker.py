@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from kernelwright.atomic import atomic_path
 from tests.training._one_step import one_step
 
 WEIGHTINGS = ("plain", "cuset")
@@ -37,9 +38,8 @@ def main(model_dir: Path, out: Path) -> None:
         result["dist_rank"] = torch.distributed.get_rank() if torch.distributed.is_initialized() else -1
         if rank != 0:
             result = {k: result[k] for k in ("seen", "world_size", "distributed_type", "dist_rank")}
-        tmp = out / f".{name}.rank{rank}.pt.tmp"
-        torch.save(result, tmp)
-        os.replace(tmp, out / f"{name}.rank{rank}.pt")
+        with atomic_path(out / f"{name}.rank{rank}.pt") as tmp:
+            torch.save(result, tmp)
 
 
 if __name__ == "__main__":

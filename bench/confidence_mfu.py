@@ -110,6 +110,42 @@ def run_mode(fn: Callable[[], list[list[float]]], device: torch.device,
     return best, out, peak
 
 
+KINDS = (("gemm", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "matmul")),
+         ("attention", ("flash", "fmha", "attention", "attn")),
+         ("softmax/reduce", ("softmax", "reduce", "logsumexp")),
+         ("copy/cast", ("copy", "cast", "fill", "index", "gather", "cat")))
+
+
+def kernel_kind(name: str) -> str:
+    low = name.lower()
+    return next((kind for kind, keys in KINDS if any(k in low for k in keys)), "elementwise/other")
+
+
+def profile_kernels(fn: Callable[[], object], top: int) -> dict:
+    """GPU kernel time of one call of `fn`, by kind and for the `top` kernels (CUDA only)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    per_kernel: dict[str, float] = {}
+    for evt in prof.events():
+        if evt.device_type == torch.autograd.DeviceType.CUDA:
+            per_kernel[evt.name] = per_kernel.get(evt.name, 0.0) + evt.device_time_total / 1e3
+    total = sum(per_kernel.values())
+    kinds: dict[str, float] = {}
+    for name, ms in per_kernel.items():
+        kinds[kernel_kind(name)] = kinds.get(kernel_kind(name), 0.0) + ms
+    print(f"  profile: {total:.1f} ms of kernels; by kind: "
+          + ", ".join(f"{k} {v / total:.1%}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])))
+    ranked = sorted(per_kernel.items(), key=lambda kv: -kv[1])[:top]
+    for name, ms in ranked:
+        print(f"    {ms / total:6.1%}  {ms:8.2f} ms  {name[:110]}")
+    return {"kernel_ms": total, "by_kind_ms": kinds, "top": [{"name": n, "ms": ms} for n, ms in ranked]}
+
+
 def max_diff(a: list[list[float]], b: list[list[float]]) -> float:
     return max((abs(x - y) for ra, rb in zip(a, b, strict=True) for x, y in zip(ra[1:], rb[1:], strict=True)),
                default=0.0)
@@ -127,9 +163,12 @@ def main() -> None:
     ap.add_argument("--naive-batch-tokens", type=int, default=16384)
     ap.add_argument("--head-chunk", type=int, default=8192, help="Positions per LM-head chunk.")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--compile-mode", default=None, help="torch.compile mode of 'compiled' (default: its default).")
     ap.add_argument("--peak-tflops", type=float, default=989.4, help="Peak dense bf16 TFLOP/s (H200: 989.4).")
     ap.add_argument("--device", default=None, help="Default: cuda if present, else cpu.")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="Also profile one call of each mode on a GPU: kernel time by kind and the top N kernels.")
     ap.add_argument("--json", default="bench/results/confidence_mfu.json")
     args = ap.parse_args()
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -154,8 +193,8 @@ def main() -> None:
         "eager": lambda: ConfidenceScorer(model, 0, args.batch_tokens, args.head_chunk).probs(seqs),
         "naive": lambda: naive_probs(model, seqs, 0, args.naive_batch_tokens),
     }
-    scorer_c = ConfidenceScorer(model, 0, args.batch_tokens, args.head_chunk, compile=True) if "compiled" in modes \
-        else None
+    scorer_c = ConfidenceScorer(model, 0, args.batch_tokens, args.head_chunk, compile=True,
+                                compile_mode=args.compile_mode) if "compiled" in modes else None
     if scorer_c is not None:
         runners["compiled"] = lambda: scorer_c.probs(seqs)
     results: dict[str, dict] = {}
@@ -174,12 +213,15 @@ def main() -> None:
                          "mfu": tflops / args.peak_tflops, "peak_gib": peak,
                          "max_abs_diff_p_vs_first": max_diff(out, first)}
         r = results[mode]
+        if args.profile and device.type == "cuda":
+            r["profile"] = profile_kernels(runners[mode], args.profile)
         print(f"  {r['tokens_per_s']:,.0f} tokens/s  {tflops:.1f} TFLOP/s  MFU {r['mfu']:.1%}  "
               f"peak {peak or 0:.1f} GiB  max |dp| vs {modes[0]} {r['max_abs_diff_p_vs_first']:.2e}")
     report = {
         "device": name, "dtype": str(dtype), "tiny": args.tiny, "tokens": n_tokens, "samples": samples,
         "min_len": lo, "max_len": hi, "padding_share": padded / n_tokens - 1, "batch_tokens": args.batch_tokens,
         "naive_batch_tokens": args.naive_batch_tokens, "head_chunk": args.head_chunk,
+        "compile_mode": args.compile_mode,
         "flops_per_token": total_flops / n_tokens, **counts, "peak_tflops": args.peak_tflops,
         "torch": torch.__version__, "transformers": __import__("transformers").__version__,
         "cpus": os.cpu_count(), "modes": results,

@@ -1,6 +1,6 @@
 """Every verification fixture (cheats, faults, honest) and some honest seed solutions, on a GPU.
 
-    python bench/verify_fixtures.py --jobs 8 --json out.json [--seeds 12]
+    python bench/verify_fixtures.py --jobs 8 --json out.json [--seeds 12 | --seeds all] [--no-split-build]
 
 Prints one line per candidate (expected reason, verdict, detail) and the pass counts; exit 1 if
 any verdict differs from its expectation. The honest candidates run after the faults in the same
@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from kernelwright.curation.seed import load_seed_tasks
@@ -22,35 +24,45 @@ from kernelwright.evaluation.verify import VerifyConfig, verify_many
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "verify"
 
 
-def cases(n_seeds: int, cache: str) -> list[tuple[str, str, VerifyConfig]]:
+def cases(n_seeds: int | None, cache: str, split: bool) -> list[tuple[str, str, VerifyConfig]]:
+    """(name, expected reason, config): every fixture, then `n_seeds` seed solutions one per category
+    (None: all of them)."""
     expected = json.loads((FIXTURES / "expected.json").read_text())
     out = []
     for name in sorted(expected, key=lambda n: (n.startswith("honest"), n)):
         cfg = VerifyConfig(problem=str(FIXTURES / "problems" / expected[name]["problem"]),
                            candidate=str(FIXTURES / "candidates" / name), compile_baseline=False,
                            timeout_s=110.0 if name == "fault_hang.py" else 300.0, build_cache=cache,
-                           timing_budget_s=0.3)
+                           timing_budget_s=0.3, split_build=split)
         out.append((name, expected[name]["reason"], cfg))
     tasks = load_seed_tasks()
     per_cat: dict[str, list] = {}
     for t in tasks:
         per_cat.setdefault(t.category, []).append(t)
-    chosen = [ts[0] for ts in per_cat.values()][:n_seeds]
+    chosen = tasks if n_seeds is None else [ts[0] for ts in per_cat.values()][:n_seeds]
     for t in chosen:
         cfg = VerifyConfig(problem=str(t.path / "reference.py"), candidate=str(t.path / "solution.py"),
-                           compile_baseline=False, timeout_s=300.0, build_cache=cache, timing_budget_s=0.3)
+                           compile_baseline=False, timeout_s=300.0, build_cache=cache, timing_budget_s=0.3,
+                           split_build=split)
         out.append((f"seed/{t.id}", "ok", cfg))
     return out
+
+
+def median_phases(rows: list[dict]) -> dict[str, float]:
+    phases = sorted({k for r in rows for k in r["phase_s"]})
+    return {k: statistics.median(r["phase_s"][k] for r in rows if k in r["phase_s"]) for k in phases}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=8)
-    ap.add_argument("--seeds", type=int, default=12, help="honest seed solutions to add (one per category)")
+    ap.add_argument("--seeds", default="12", help="honest seed solutions to add (one per category), or 'all'")
+    ap.add_argument("--no-split-build", dest="split_build", action="store_false",
+                    help="build every candidate as written (default: the split build where it applies)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kw_builds_") as cache:
-        todo = cases(args.seeds, cache)
+        todo = cases(None if args.seeds == "all" else int(args.seeds), cache, args.split_build)
         start = time.perf_counter()
         verdicts = verify_many([c for _, _, c in todo], jobs=args.jobs)
         wall = time.perf_counter() - start
@@ -58,14 +70,18 @@ def main() -> int:
     for (name, want, _), v in zip(todo, verdicts, strict=True):
         rows.append({"candidate": name, "expected": want, "reason": v.reason, "status": v.status,
                      "detail": v.detail[:400], "compile_s": v.compile_s, "speedup": v.speedup,
-                     "custom_kernel_time_share": v.custom_kernel_time_share})
+                     "custom_kernel_time_share": v.custom_kernel_time_share, "build": v.build,
+                     "phase_s": v.phase_s})
         mark = "ok " if v.reason == want else "BAD"
         print(f"{mark} {name:<45} expected {want:<22} got {v.reason:<22} {v.detail[:150]}")
     passed = sum(r["reason"] == r["expected"] for r in rows)
-    print(f"{passed}/{len(rows)} verdicts as expected ({wall:.0f} s wall, {args.jobs} workers)")
+    builds = Counter(r["build"] or "none" for r in rows)
+    print(f"{passed}/{len(rows)} verdicts as expected ({wall:.0f} s wall, {args.jobs} workers); builds: {dict(builds)}")
+    print("median seconds per phase:", json.dumps(median_phases(rows)))
     if args.json:
-        args.json.write_text(json.dumps({"passed": passed, "total": len(rows), "wall_s": wall, "rows": rows},
-                                        indent=1))
+        args.json.write_text(json.dumps({"passed": passed, "total": len(rows), "wall_s": wall,
+                                         "split_build": args.split_build, "builds": builds,
+                                         "median_phase_s": median_phases(rows), "rows": rows}, indent=1))
     return 0 if passed == len(rows) else 1
 
 

@@ -20,10 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -76,19 +78,24 @@ def pick(n: int) -> list[SeedTask]:
     return order[:n]
 
 
-def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float) -> dict:
+def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, split_build: bool) -> dict:
     with tempfile.TemporaryDirectory(prefix="kw_tp_") as cache:
         cfgs = [VerifyConfig(problem=str(t.path / "reference.py"), candidate=str(t.path / "solution.py"),
                              build_cache=cache, compile_baseline=False, timeout_s=600.0,
-                             timing_budget_s=timing_budget_s) for t in tasks]
+                             timing_budget_s=timing_budget_s, split_build=split_build) for t in tasks]
         start = time.perf_counter()
         verdicts = verify_many(cfgs, jobs=jobs)
         wall = time.perf_counter() - start
     correct = sum(v.correct for v in verdicts)
     bad = {t.id: f"{v.reason}: {v.detail[:200]}" for t, v in zip(tasks, verdicts, strict=True) if not v.correct}
     builds = sorted(v.compile_s for v in verdicts if v.compile_s is not None)
+    phases = sorted({k for v in verdicts for k in v.phase_s})
     return {"wall_s": wall, "candidates": len(tasks), "correct": correct, "not_correct": bad,
-            "median_build_s": builds[len(builds) // 2] if builds else None}
+            "median_build_s": builds[len(builds) // 2] if builds else None,
+            "builds": dict(Counter(v.build or "none" for v in verdicts)),
+            "median_phase_s": {k: statistics.median(v.phase_s[k] for v in verdicts if k in v.phase_s)
+                               for k in phases},
+            "sum_phase_s": {k: sum(v.phase_s.get(k, 0.0) for v in verdicts) for k in phases}}
 
 
 def _kb_build(task: SeedTask, root: Path) -> float:
@@ -133,15 +140,16 @@ PHASES = ("kernelwright", "kernelbench_best_mode", "kernelwright_serial")
 
 def _phase(name: str, tasks: list[SeedTask], args: argparse.Namespace) -> dict:
     if name == "kernelwright":
-        return run_kernelwright(tasks, args.jobs, args.timing_budget_s)
+        return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build)
     if name == "kernelwright_serial":
-        return run_kernelwright(tasks[:args.serial], 1, args.timing_budget_s)
+        return run_kernelwright(tasks[:args.serial], 1, args.timing_budget_s, args.split_build)
     return run_kernelbench(tasks, args.jobs)
 
 
 def _load(path: Path, tasks: list[SeedTask], args: argparse.Namespace) -> dict:
     """Earlier phases of the same comparison (same candidates, workers and settings), if any."""
-    fresh = {"jobs": args.jobs, "timing_budget_s": args.timing_budget_s, "candidates": [t.id for t in tasks]}
+    fresh = {"jobs": args.jobs, "timing_budget_s": args.timing_budget_s, "split_build": args.split_build,
+             "candidates": [t.id for t in tasks]}
     if args.keep and path.is_file():
         old = json.loads(path.read_text())
         if all(old.get(k) == v for k, v in fresh.items()):
@@ -159,6 +167,8 @@ def main() -> int:
                     help="keep phases already in --json from an earlier command with the same settings "
                          "(one command has a 10-minute limit on the device box)")
     ap.add_argument("--timing-budget-s", type=float, default=1.0, help="kernelwright's timed seconds per model/shape")
+    ap.add_argument("--no-split-build", dest="split_build", action="store_false",
+                    help="kernelwright builds every candidate as written (default: split build where it applies)")
     ap.add_argument("--json", type=Path, default=Path("bench/results/verify_throughput.json"))
     args = ap.parse_args()
     tasks = pick(args.candidates)

@@ -81,6 +81,7 @@ class ConfidenceScorer:
     batch_tokens: int = 16384
     head_chunk: int = 4096
     compile: bool = False
+    compile_mode: str | None = None  # torch.compile mode (None: its default), e.g. "max-autotune-no-cudagraphs"
 
     def __post_init__(self) -> None:
         self.device = next(self.model.parameters()).device
@@ -96,8 +97,8 @@ class ConfidenceScorer:
             self._features = lambda ids: decoder(input_ids=ids, use_cache=False).last_hidden_state
             self._gold = lambda feats, gold: _gold_probs(head(feats), gold)
         if self.compile:
-            self._features = torch.compile(self._features, dynamic=True)
-            self._gold = torch.compile(self._gold, dynamic=True)
+            self._features = torch.compile(self._features, dynamic=True, mode=self.compile_mode)
+            self._gold = torch.compile(self._gold, dynamic=True, mode=self.compile_mode)
 
     @torch.inference_mode()
     def probs(self, sequences: Sequence[Sequence[int]], advance: Advance | None = None) -> list[list[float]]:

@@ -66,6 +66,8 @@ class EvaluateConfig:
     timeout_s: float = field(default=300.0, metadata={"help": "Wall-clock limit per candidate, build included."})
     verify_seeds: int = field(default=2, metadata={"help": "Seeds per input distribution in the correctness check."})
     timing_budget_s: float = field(default=1.0, metadata={"help": "Seconds of timed trials per model and shape."})
+    split_build: bool = field(default=True, metadata={
+        "help": "Split build of candidates' kernels (see `kernelwright verify --help`); off: build as written."})
     compile_baseline: bool = field(default=True, metadata={"help": "Also time torch.compile of the reference."})
     gate: bool = field(default=True, metadata={
         "help": "Tag a registered model with its figures and move `champion` when it wins; off: report only."})
@@ -110,7 +112,8 @@ def generate_into(folder: Path, problems: list[Problem], ref: ModelRef, cfg: Eva
 
 def verify_config(cfg: EvaluateConfig, workdir: Path) -> VerifyConfig:
     return VerifyConfig(timeout_s=cfg.timeout_s, seeds=cfg.verify_seeds, timing_budget_s=cfg.timing_budget_s,
-                        compile_baseline=cfg.compile_baseline, build_cache=str(workdir / "cache" / "builds"))
+                        compile_baseline=cfg.compile_baseline, split_build=cfg.split_build,
+                        build_cache=str(workdir / "cache" / "builds"))
 
 
 def _gate(ref: ModelRef | None, cfg: EvaluateConfig, gpu: bool, metrics: dict[str, float],

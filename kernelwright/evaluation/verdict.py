@@ -103,6 +103,8 @@ class Verdict:
     custom_kernel_time_share: float | None = None
     per_shape: list[ShapeResult] = field(default_factory=list)
     static_only: bool = False
+    build: str | None = None  # how the candidate's extension(s) were built: split, slim or as_written
+    phase_s: dict[str, float] = field(default_factory=dict)  # seconds per worker phase; worker_wall: the process
 
     @classmethod
     def of(cls, reason: str, detail: str = "", **kw: Any) -> Verdict:

@@ -63,15 +63,24 @@ class Spec:
     launch_floor_ms: float = 0.002
     build_only: bool = False
     ref_timing_cache: bool = True
-    split_build: bool = False  # device code built without torch headers (split_build.py); off until GPU-validated
+    split_build: bool = True  # device code built without torch headers (split_build.py), else as written
 
 
 class Progress:
+    """The worker's state file: the current phase (what a timeout or crash reports) and the seconds
+    spent in each phase so far (`phase_s`)."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.state: dict[str, Any] = {"phase": "start"}
+        self.state: dict[str, Any] = {"phase": "start", "phase_s": {}}
+        self._since = time.perf_counter()
 
     def write(self, **fields: Any) -> None:
+        if "phase" in fields:
+            now = time.perf_counter()
+            spent = self.state["phase_s"]
+            spent[self.state["phase"]] = spent.get(self.state["phase"], 0.0) + now - self._since
+            self._since = now
         self.state.update(fields)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.state, default=str))
@@ -121,16 +130,24 @@ def _patch_load_inline(cache: str | None, split: bool = False) -> None:
         if split:  # None: not splittable or the split build failed
             from kernelwright.evaluation.split_build import try_split_build
             if (module := try_split_build(original, name, cpp_sources, cuda_sources, kw)) is not None:
+                BUILD_PATHS.append("split")
                 return module
         slim = _slim_cuda(cuda_sources)
         if slim is not None:
             try:
-                return original(name, cpp_sources, slim, **kw)
+                module = original(name, cpp_sources, slim, **kw)
+                BUILD_PATHS.append("slim")
+                return module
             except Exception:  # noqa: BLE001 - the slim header was not enough: build as written
                 pass
-        return original(name, cpp_sources, cuda_sources, **kw)
+        module = original(name, cpp_sources, cuda_sources, **kw)
+        BUILD_PATHS.append("as_written")
+        return module
 
     ext.load_inline = load_inline  # type: ignore[assignment]
+
+
+BUILD_PATHS: list[str] = []  # how each load_inline call of this worker was built: split, slim or as_written
 
 
 def _slim_cuda(cuda_sources: Any) -> Any:
@@ -530,7 +547,8 @@ def _write_ref_cache(path: Path | None, ref_ms: float, compiled_ms: float | None
 
 
 def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any], spec: Spec, timer: Timer,
-               names: set[str], dtype: str, cached: tuple[float, float | None] | None) -> ShapeResult:
+               names: set[str], dtype: str, cached: tuple[float, float | None] | None,
+               progress: Progress | None = None) -> ShapeResult:
     """Candidate, reference and torch.compile baseline timed the same way, one process at a time.
 
     `cached` reference figures (read before the candidate was imported, so it cannot forge its
@@ -543,8 +561,12 @@ def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any]
     flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
     cache = _ref_cache_path(problem, shape, spec)
     with torch.no_grad():
+        phase = progress.write if progress is not None else (lambda **_: None)
+        phase(phase="compile_baseline")
         compiled_model = _compiled(ref_model, sets) if cached is None and spec.compile_baseline else None
+        phase(phase="timing_wait")
         with _exclusive(spec.timing_lock):
+            phase(phase="timing")
             runtime = _median_ms(new_model, sets, timer, spec, flush)
             if cached is None:
                 ref_ms = _median_ms(ref_model, sets, timer, spec, flush)
@@ -633,7 +655,7 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
     if spec.timing:
         progress.write(phase="timing")
         names = _kernel_names(Path(spec.candidate))
-        results = [time_shape(problem, candidate, s, spec, timer, names, dtype, c)
+        results = [time_shape(problem, candidate, s, spec, timer, names, dtype, c, progress)
                    for s, c in zip(shapes, ref_cached, strict=True)]
         for r, w in zip(results, worst, strict=True):
             r.max_abs_err = w
@@ -672,7 +694,10 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # noqa: BLE001 - the candidate's failure is the verdict, not a worker crash
         reason, detail = _classify(exc)
         verdict = Verdict.of(reason, detail, compile_s=progress.state.get("compile_s"))
-    progress.write(phase="done", verdict=verdict.to_json())
+    progress.write(phase="done")
+    verdict.build = ",".join(BUILD_PATHS) or None
+    verdict.phase_s = dict(progress.state["phase_s"])
+    progress.write(verdict=verdict.to_json())
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: a candidate's atexit hooks or threads cannot change the result
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import subprocess
@@ -241,11 +240,11 @@ def test_try_split_build_calls_load_inline_split_and_falls_back(tmp_path: Path) 
     assert split_build.split_load_inline(split_fails)("ext", "", CU) == ("as written", CU)
 
 
-def test_worker_spec_has_split_build_off_by_default() -> None:
-    from kernelwright.evaluation.worker import Spec
+def test_verify_config_split_build_reaches_the_worker_spec() -> None:
+    from kernelwright.evaluation.verify import VerifyConfig, make_spec
 
-    field = {f.name: f for f in dataclasses.fields(Spec)}["split_build"]
-    assert field.default is False
+    assert make_spec(VerifyConfig(problem="p.py", candidate="c.py")).split_build is True
+    assert make_spec(VerifyConfig(problem="p.py", candidate="c.py", split_build=False)).split_build is False
 
 
 def _seed_args(task: str) -> tuple[list[str], list[str]]:

@@ -82,6 +82,8 @@ def test_fixtures_give_their_verdicts_on_gpu(tmp_path: Path) -> None:
     (tmp_path / "verdicts.json").write_text(json.dumps(got, indent=1))
     wrong = {n: got[n] for n in names if got[n][0] != EXPECTED[n]["reason"]}
     assert not wrong, wrong
+    honest = {n: v.build for n, v in zip(names, verdicts, strict=True) if n.startswith("honest")}
+    assert all(b == "split" for b in honest.values()), honest  # the split build is what ran, and was right
 
 
 def _spawn(code: str) -> subprocess.Popen:
@@ -108,3 +110,25 @@ def test_worker_kernel_names_see_launch_bounds_after_the_return_type(tmp_path: P
     src.write_text('cuda = """\n__global__ void __launch_bounds__(256) k(float* x) {}\n'
                    '__global__ __launch_bounds__(128, 2) void k2(int n) {}\n"""\n')
     assert _kernel_names(src) == {"k", "k2"}
+
+
+def test_progress_accumulates_seconds_per_phase(tmp_path: Path) -> None:
+    from kernelwright.evaluation.worker import Progress
+
+    progress = Progress(tmp_path / "state.json")
+    for phase in ("compile", "timing", "compile", "done"):
+        progress.write(phase=phase)
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["phase"] == "done"
+    assert set(state["phase_s"]) == {"start", "compile", "timing"}
+    assert all(v >= 0.0 for v in state["phase_s"].values())
+
+
+def test_worker_verdict_carries_its_phase_seconds(tmp_path: Path) -> None:
+    """Whatever the worker ends with, the verdict says where its time went (worker_wall: the process)."""
+    from kernelwright.evaluation.verify import make_spec, run_worker
+
+    spec = make_spec(_cfg("honest_affine.py", build_cache=str(tmp_path / "builds")))
+    verdict = run_worker(spec, timeout_s=120.0)
+    assert verdict.phase_s["worker_wall"] > 0.0
+    assert "load_problem" in verdict.phase_s or "start" in verdict.phase_s

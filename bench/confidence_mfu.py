@@ -11,7 +11,9 @@ weights, no download. Sequences: `--samples` random token sequences, lengths uni
 [--min-len, --max-len].
 
 Modes (each timed `--repeats` times after a warm-up; the best counts):
-  eager     ConfidenceScorer: the path `curate` runs (gold_token_probs / score_chunked)
+  eager     ConfidenceScorer: the path `curate` runs (gold_token_probs / score_chunked): eager
+            decoder, and on a GPU the compiled log-softmax/gather head (fused_head)
+  unfused   the same with fused_head=False (eager float32 log_softmax of each head chunk)
   compiled  the same with compile=True (torch.compile of the decoder and the head, dynamic shapes)
   naive     the previous implementation: attention mask, full logits, float32 log_softmax over
             the whole batch x vocab (with --naive-batch-tokens, its memory need is ~12 B/token/vocab)
@@ -154,8 +156,8 @@ def max_diff(a: list[list[float]], b: list[list[float]]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tiny", action="store_true", help="Tiny model and data (CPU smoke test).")
-    ap.add_argument("--modes", default=None, help="Comma list of eager, compiled, naive. Default: eager,compiled "
-                    "on a GPU, eager,naive with --tiny.")
+    ap.add_argument("--modes", default=None, help="Comma list of eager, unfused, compiled, naive. "
+                    "Default: eager,compiled on a GPU, eager,naive with --tiny.")
     ap.add_argument("--samples", type=int, default=None, help="Default 768 (--tiny: 24).")
     ap.add_argument("--min-len", type=int, default=None, help="Default 256 (--tiny: 16).")
     ap.add_argument("--max-len", type=int, default=None, help="Default 4096 (--tiny: 160).")
@@ -189,8 +191,11 @@ def main() -> None:
     print(f"{name}: {n_tokens:,} tokens in {samples} sequences of {lo}-{hi}, padding {padded / n_tokens - 1:.1%}, "
           f"{total_flops / n_tokens / 1e9:.3f} GFLOP/token, dtype {dtype}")
 
+    scorer = ConfidenceScorer(model, 0, args.batch_tokens, args.head_chunk)
+    unfused = ConfidenceScorer(model, 0, args.batch_tokens, args.head_chunk, fused_head=False)
     runners: dict[str, Callable[[], list[list[float]]]] = {
-        "eager": lambda: ConfidenceScorer(model, 0, args.batch_tokens, args.head_chunk).probs(seqs),
+        "eager": lambda: scorer.probs(seqs),
+        "unfused": lambda: unfused.probs(seqs),
         "naive": lambda: naive_probs(model, seqs, 0, args.naive_batch_tokens),
     }
     scorer_c = ConfidenceScorer(model, 0, args.batch_tokens, args.head_chunk, compile=True,

@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from kernelwright.curation.seed import load_seed_tasks
+from kernelwright.evaluation.verdict import Verdict
 from kernelwright.evaluation.verify import VerifyConfig, verify_many
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "verify"
@@ -64,7 +65,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kw_builds_") as cache:
         todo = cases(None if args.seeds == "all" else int(args.seeds), cache, args.split_build)
         start = time.perf_counter()
-        verdicts = verify_many([c for _, _, c in todo], jobs=args.jobs)
+        names = {id(c): (name, want) for name, want, c in todo}
+
+        def done(cfg: VerifyConfig, v: Verdict) -> None:
+            name, want = names[id(cfg)]
+            print(f"  {time.perf_counter() - start:6.0f} s  {'ok ' if v.reason == want else 'BAD'} {name} -> "
+                  f"{v.reason} ({v.build}, worker {v.phase_s.get('worker_wall', 0):.0f} s)", flush=True)
+
+        verdicts = verify_many([c for _, _, c in todo], jobs=args.jobs, on_done=done)
         wall = time.perf_counter() - start
     rows = []
     for (name, want, _), v in zip(todo, verdicts, strict=True):

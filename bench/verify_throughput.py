@@ -84,7 +84,9 @@ def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, s
                              build_cache=cache, compile_baseline=False, timeout_s=600.0,
                              timing_budget_s=timing_budget_s, split_build=split_build) for t in tasks]
         start = time.perf_counter()
-        verdicts = verify_many(cfgs, jobs=jobs)
+        verdicts = verify_many(cfgs, jobs=jobs, on_done=lambda c, v: print(
+            f"  {time.perf_counter() - start:6.0f} s  {Path(c.candidate).parent.name}: {v.reason} ({v.build}, "
+            f"worker {v.phase_s.get('worker_wall', 0):.0f} s)", flush=True))
         wall = time.perf_counter() - start
     correct = sum(v.correct for v in verdicts)
     bad = {t.id: f"{v.reason}: {v.detail[:200]}" for t, v in zip(tasks, verdicts, strict=True) if not v.correct}

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -190,14 +190,21 @@ def verify_one(cfg: VerifyConfig) -> Verdict:
     return run_worker(make_spec(cfg), cfg.timeout_s, cfg.host_memory_gb)
 
 
-def run_workers(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
+OnDone = Callable[[VerifyConfig, Verdict], None]
+
+
+def run_workers(cfgs: Sequence[VerifyConfig], jobs: int, on_done: OnDone | None = None) -> list[Verdict]:
     """Worker runs of candidates that already passed `read_inputs` and the static checks: builds and
-    correctness overlap across `jobs` workers; timing is one at a time."""
+    correctness overlap across `jobs` workers; timing is one at a time. `on_done(cfg, verdict)` is
+    called as each one finishes (from a pool thread)."""
     with tempfile.NamedTemporaryFile(prefix="kw_timing_", suffix=".lock", delete=False) as lock:
         lock_path = lock.name
 
     def one(cfg: VerifyConfig) -> Verdict:
-        return run_worker(make_spec(cfg, lock_path), cfg.timeout_s, cfg.host_memory_gb)
+        verdict = run_worker(make_spec(cfg, lock_path), cfg.timeout_s, cfg.host_memory_gb)
+        if on_done is not None:
+            on_done(cfg, verdict)
+        return verdict
 
     try:
         if jobs > 1 and cfgs:
@@ -217,10 +224,13 @@ def _pre_check(cfg: VerifyConfig) -> Verdict | None:
     return static_verdict(source)
 
 
-def verify_many(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
+def verify_many(cfgs: Sequence[VerifyConfig], jobs: int, on_done: OnDone | None = None) -> list[Verdict]:
     """Many candidates: the static checks, then `run_workers` for those that pass them."""
     pre = [_pre_check(cfg) for cfg in cfgs]
-    ran = iter(run_workers([cfg for cfg, v in zip(cfgs, pre, strict=True) if v is None], jobs))
+    for cfg, verdict in zip(cfgs, pre, strict=True):
+        if verdict is not None and on_done is not None:
+            on_done(cfg, verdict)
+    ran = iter(run_workers([cfg for cfg, v in zip(cfgs, pre, strict=True) if v is None], jobs, on_done))
     return [v or next(ran) for v in pre]
 
 

@@ -574,6 +574,7 @@ def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any]
                 _write_ref_cache(cache, ref_ms, compiled_ms)
             else:
                 ref_ms, compiled_ms = cached
+            phase(phase="profile")
             share = custom_share(new_model, sets[0], names)
     return ShapeResult(shape=shape, correct=True, runtime_ms=runtime, ref_runtime_ms=ref_ms,
                        ref_compile_runtime_ms=compiled_ms, speedup=ref_ms / runtime if runtime > 0 else None,

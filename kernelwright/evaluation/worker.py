@@ -174,36 +174,81 @@ def import_file(path: Path, name: str) -> ModuleType:
 # ---------------------------------------------------------------- the harness guard (class 7)
 
 
+GUARDED_MODULES = ("builtins", "time", "math", "json", "os", "ctypes", "torch", "torch.cuda", "torch.nn.functional",
+                   "torch.linalg", "torch.testing", "torch.profiler", "torch.autograd",
+                   "kernelwright.evaluation.verdict", "kernelwright.evaluation.static_checks")
+
+
+def _guardable(value: Any) -> bool:
+    return callable(value) or isinstance(value, staticmethod | classmethod | property)
+
+
+def _torch_rebinds(name: str, original: Any, now: Any) -> bool:
+    """torch's own rebinding: importing torch._dynamo (torch.compile) wraps torch.manual_seed once."""
+    return name == "manual_seed" and getattr(now, "__wrapped__", None) is original
+
+
+_MISSING = object()
+
+
+def _lookup(cls: type, name: str) -> Any:
+    """The raw attribute a class lookup finds (first in the MRO), descriptors unbound."""
+    return next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), _MISSING)
+
+
 class HarnessGuard:
-    """Identity of every timer, event and comparison function the harness relies on."""
+    """Everything the harness calls, held by reference, checked by identity (class 7).
+
+    - modules (`GUARDED_MODULES` and this worker module): every function and class in them;
+    - classes (torch.Tensor, torch.cuda.Event/Stream, ctypes.CDLL, Timer, the verdict types, this
+      guard): every attribute as the MRO resolves it, so a method shadowed in a subclass (setting
+      `torch.Tensor.abs` hides the C base class's) counts as replaced;
+    - instances given to `watch_instance` (the timer, its CUDA runtime handle): every attribute,
+      and no new ones (an instance attribute would shadow a method).
+    `check` names whatever differs. Objects are held, not their ids, so a replacement cannot reuse a
+    freed original's address.
+    """
 
     def __init__(self) -> None:
         import torch
 
-        self.watched = {
-            "torch.cuda.Event": (torch.cuda, "Event"),
-            "torch.cuda.Event.record": (torch.cuda.Event, "record"),
-            "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time"),
-            "torch.cuda.synchronize": (torch.cuda, "synchronize"),
-            "torch.cuda.Stream.synchronize": (torch.cuda.Stream, "synchronize"),
-            "torch.allclose": (torch, "allclose"),
-            "torch.equal": (torch, "equal"),
-            "torch.Tensor.clone": (torch.Tensor, "clone"),
-            "time.perf_counter": (time, "perf_counter"),
-            "ctypes.CDLL": (ctypes, "CDLL"),
-            "worker._compare": (sys.modules[__name__], "_compare"),
-            "worker.Timer": (sys.modules[__name__], "Timer"),
-        }
-        self.ids = {k: id(getattr(obj, attr)) for k, (obj, attr) in self.watched.items()}
+        self.tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        self.modules = [(m, sys.modules[m]) for m in GUARDED_MODULES if m in sys.modules]
+        self.modules.append(("worker", sys.modules[__name__]))
+        self.held_modules = [(label, mod, {k: v for k, v in vars(mod).items() if _guardable(v)})
+                             for label, mod in self.modules]
+        from torch.autograd.profiler_util import EventList, FunctionEvent
+        from torch.profiler import profile
+
+        classes = (torch.Tensor, torch.cuda.Event, torch.cuda.Stream, ctypes.CDLL, Timer, HarnessGuard, Progress,
+                   Verdict, ShapeResult, profile, EventList, FunctionEvent)
+        self.held_classes = [(cls, {k: _lookup(cls, k) for k in dir(cls)}) for cls in classes]
+        self.held_instances: list[tuple[str, Any, dict[str, Any]]] = []
+
+    def watch_instance(self, instance: Any, label: str) -> None:
+        self.held_instances.append((label, instance, dict(vars(instance))))
+
+    def changed(self) -> list[str]:
+        out = []
+        for label, mod, entries in self.held_modules:
+            now = vars(mod)
+            out += [f"{label}.{k}" for k, v in entries.items()
+                    if now.get(k) is not v and not _torch_rebinds(k, v, now.get(k))]
+        for cls, entries in self.held_classes:
+            out += [f"{cls.__qualname__}.{k}" for k, v in entries.items() if _lookup(cls, k) is not v]
+        for label, inst, entries in self.held_instances:
+            now = vars(inst)
+            out += [f"{label}.{k}" for k in now.keys() | entries.keys() if now.get(k, _MISSING) is not entries.get(k)]
+        return out
 
     def check(self) -> None:
         import torch
 
-        changed = [k for k, (obj, attr) in self.watched.items() if id(getattr(obj, attr)) != self.ids[k]]
-        if torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32:
+        changed = self.changed()
+        if (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) != self.tf32:
             changed.append("TF32 switched on (it would lower the reference's precision too)")
         if changed:
-            raise Rejected("harness_tampering", f"replaced: {', '.join(changed)}")
+            raise Rejected("harness_tampering", f"replaced: {', '.join(sorted(changed)[:8])}")
 
 
 # ---------------------------------------------------------------- CUDA runtime access
@@ -237,6 +282,7 @@ class Timer:
         trials = [self._trial(lambda: None, 0) for _ in range(30)]
         gaps = sorted(whole - on_stream for on_stream, whole in trials)
         self.gap_ms = 2.0 * gaps[int(0.9 * len(gaps))] + 0.01
+        _ = self.rt.cudaGetLastError  # bound now (ctypes binds on first use), so the guard holds it
 
     def _elapsed(self, a: ctypes.c_void_p, b: ctypes.c_void_p) -> float:
         ms = ctypes.c_float()
@@ -647,6 +693,8 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
         return Verdict.of("ok", "built only", compile_s=compile_s)
     guard.check()
     timer = Timer()
+    guard.watch_instance(timer, "timer")
+    guard.watch_instance(timer.rt, "timer.rt")
     if not hasattr(candidate, "ModelNew"):
         return Verdict.of("no_model_new", "the candidate defines no ModelNew", compile_s=compile_s)
     _warm_up(problem, shapes[0])
@@ -659,8 +707,10 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
     if spec.timing:
         progress.write(phase="timing")
         names = _kernel_names(Path(spec.candidate))
-        results = [time_shape(problem, candidate, s, spec, timer, names, dtype, c, progress)
-                   for s, c in zip(shapes, ref_cached, strict=True)]
+        results = []
+        for s, c in zip(shapes, ref_cached, strict=True):
+            results.append(time_shape(problem, candidate, s, spec, timer, names, dtype, c, progress))
+            guard.check()  # the timed forwards ran with the timer in reach
         for r, w in zip(results, worst, strict=True):
             r.max_abs_err = w
         low = [r for r in results if (r.custom_kernel_time_share or 0.0) < spec.min_custom_share]

@@ -16,6 +16,7 @@ from kernelwright.evaluation.verify import VerifyConfig, static_verdict, verify_
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 EXPECTED: dict[str, dict[str, str]] = json.loads((FIXTURES / "expected.json").read_text())
 STATIC_REASONS = {"fallback_try_except", "fallback_torch_op", "harness_tampering", "no_kernel", "syntax_error"}
+RUN_TIME_ONLY = {"patch_harness_method.py"}  # tampering with no static trace: the worker's guard catches it
 
 
 def _cfg(name: str, **kw) -> VerifyConfig:
@@ -32,7 +33,7 @@ def test_every_expected_reason_is_documented() -> None:
 def test_static_checks_on_fixtures(name: str) -> None:
     verdict = static_verdict((FIXTURES / "candidates" / name).read_text())
     expected = EXPECTED[name]["reason"]
-    if expected in STATIC_REASONS or name == "patch_timer.py":
+    if (expected in STATIC_REASONS or name == "patch_timer.py") and name not in RUN_TIME_ONLY:
         assert verdict is not None and verdict.reason == expected
     else:
         assert verdict is None, verdict

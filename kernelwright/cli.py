@@ -103,6 +103,10 @@ def _verify(argv: Sequence[str]) -> int:
     if verdict.runtime_ms is not None:
         console.print(f"runtime {verdict.runtime_ms:.4f} ms, reference {verdict.ref_runtime_ms:.4f} ms, "
                       f"speedup {verdict.speedup:.3f}x, custom kernel share {verdict.custom_kernel_time_share}")
+    if verdict.phase_s:
+        phases = ", ".join(f"{k} {v:.1f}" for k, v in verdict.phase_s.items() if k != "worker_wall")
+        console.print(f"build: {verdict.build or 'none'}; worker {verdict.phase_s.get('worker_wall', 0.0):.1f} s "
+                      f"({phases})")
     return exit_code(verdict)
 
 

@@ -104,7 +104,7 @@ class ConfidenceScorer:
         if self.compile:
             self._compile_decoder()
         if self.compile or (self.fused_head and self.device.type == "cuda"):
-            self._gold = torch.compile(self._gold, dynamic=True, mode=self.compile_mode)
+            self._gold = _compiled_or_eager(self._gold, self.compile_mode)
 
     def _compile_decoder(self) -> None:
         """Regional compilation: each decoder layer compiled in place (one graph reused by all layers).
@@ -162,6 +162,24 @@ class ConfidenceScorer:
         if self.device.type == "cuda":
             return t.pin_memory().to(self.device, non_blocking=True)
         return t.to(self.device)
+
+
+def _compiled_or_eager(fn: Callable[..., torch.Tensor], mode: str | None) -> Callable[..., torch.Tensor]:
+    """`fn` through torch.compile; if compiling fails (no triton, an unsupported backend), `fn` itself
+    from then on: the fused head is a speed-up, never a requirement."""
+    compiled = torch.compile(fn, dynamic=True, mode=mode)
+    use = [compiled]
+
+    def call(*args: torch.Tensor) -> torch.Tensor:
+        try:
+            return use[0](*args)
+        except Exception:  # noqa: BLE001 - any compile failure: the eager function computes the same
+            if use[0] is fn:
+                raise
+            use[0] = fn
+            return fn(*args)
+
+    return call
 
 
 def _gold_probs(logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:

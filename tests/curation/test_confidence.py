@@ -115,3 +115,22 @@ def test_resume_recomputes_only_missing_or_stale_chunks(model, tiny_model_dir: P
     assert score_chunked(again, changed, keys, tmp_path, stale, chunk_samples=4).computed == [1]
     fewer = score_chunked(again, seqs[:4], keys[:4], tmp_path, stale, chunk_samples=4)
     assert fewer.reused == [0] and [p.name for p in tmp_path.glob("*.parquet")] == ["part-00000.parquet"]
+
+
+def test_compiled_head_falls_back_to_eager_when_compiling_fails(monkeypatch) -> None:
+    """No triton (or any backend failure): the fused head quietly becomes the eager computation."""
+    calls = []
+
+    def broken_compile(fn, **_kw):
+        def run(*_args):
+            calls.append("compiled")
+            raise RuntimeError("backend compiler failed: no triton")
+        return run
+
+    monkeypatch.setattr(confidence.torch, "compile", broken_compile)
+    head = confidence._compiled_or_eager(confidence._gold_probs, None)
+    logits, gold = torch.randn(5, 11), torch.randint(0, 11, (5,))
+    want = confidence._gold_probs(logits, gold)
+    assert torch.equal(head(logits, gold), want)
+    assert torch.equal(head(logits, gold), want)
+    assert calls == ["compiled"]  # tried once, then eager only

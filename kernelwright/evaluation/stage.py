@@ -36,6 +36,7 @@ from kernelwright.evaluation.metrics import FAST_P_GRID, suite_metrics
 from kernelwright.evaluation.plots import category_groups, speedup_distribution
 from kernelwright.evaluation.problems import Problem
 from kernelwright.evaluation.registry import ModelRef, load_model, record_and_gate, resolve_ref
+from kernelwright.evaluation.verdict import Verdict
 from kernelwright.evaluation.verify import VerifyConfig, cuda_available, run_workers
 from kernelwright.prompting import prompt_messages
 from kernelwright.workdir import resolve_workdir
@@ -128,7 +129,14 @@ def _gate(ref: ModelRef | None, cfg: EvaluateConfig, gpu: bool, metrics: dict[st
     return decision, decision.reason
 
 
-def evaluate(cfg: EvaluateConfig, verifier: Verifier = run_workers) -> EvaluateResult:
+def verify_with_progress(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
+    """`run_workers` with a progress bar that moves as each candidate's verdict lands."""
+    with Progress() as progress:
+        task = progress.add_task("GPU verification", total=len(cfgs))
+        return run_workers(cfgs, jobs, on_done=lambda _cfg, _v: progress.advance(task))
+
+
+def evaluate(cfg: EvaluateConfig, verifier: Verifier = verify_with_progress) -> EvaluateResult:
     """Generate (or read) candidates, check them, score them, and run the gate."""
     workdir = resolve_workdir(cfg.workdir)
     out = Path(cfg.out) if cfg.out else workdir / "evaluate"

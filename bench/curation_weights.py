@@ -23,8 +23,10 @@ import math
 import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import polars as pl
@@ -35,7 +37,8 @@ from kernelwright.curation.weights import CusetParams, sample_weights, token_wei
 
 KINDS = ["barrier", "shared_decl", "thread_index", "global_access", "bounds_guard", "launch_config",
          "atomic", "warp_intrinsic", "launch_bounds", "memory_api"]
-PARAMS = CusetParams(alpha=1.5)  # alpha != 1 so that a_t is exercised
+PARAMS = CusetParams(alpha=1.5)
+T = TypeVar("T")  # alpha != 1 so that a_t is exercised
 
 
 def synthetic(n_samples: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -128,16 +131,17 @@ def loop_stage(tokens: pl.DataFrame, spans: pl.DataFrame, prm: CusetParams) -> t
         by_sample.setdefault(s, []).append((st, en, k))
     per_token: list[tuple] = []
     r_values: list[float] = []
-    current, toks = None, []
+    current: int = -1
+    toks: list[tuple] = []
     for s, _pos, comp, p, st, en in tokens.iter_rows():
         if s != current and toks:
-            rows, (_, r, _) = _loop_sample(toks, by_sample.get(current, []), prm)  # type: ignore[arg-type]
+            rows, (_, r, _) = _loop_sample(toks, by_sample.get(current, []), prm)
             per_token += rows
             r_values.append(r)
             toks = []
         current = s
         toks.append((comp, p, st, en))
-    rows, (_, r, _) = _loop_sample(toks, by_sample.get(current, []), prm)  # type: ignore[arg-type]
+    rows, (_, r, _) = _loop_sample(toks, by_sample.get(current, []), prm)
     per_token += rows
     r_values.append(r)
     mean_r = sum(r_values) / len(r_values)
@@ -159,8 +163,9 @@ def check_equal(weighted: pl.DataFrame, per_sample: pl.DataFrame, loop: tuple) -
     assert np.abs(w_pl.astype(np.float64) - np.array(w_values, dtype=np.float32).astype(np.float64)).max() <= 1e-9
 
 
-def timed(fn, repeats: int) -> tuple[float, object]:
-    best, out = math.inf, None
+def timed(fn: Callable[[], T], repeats: int) -> tuple[float, T]:
+    """(best seconds of `repeats` calls, the last result)."""
+    best = math.inf
     for _ in range(repeats):
         t0 = time.perf_counter()
         out = fn()
@@ -177,9 +182,9 @@ def main() -> None:
     args = ap.parse_args()
     tokens, spans = synthetic(args.samples, args.seed)
     n_tokens, n_comp = tokens.height, int(tokens["completion"].sum())
-    pl_s, (weighted, per_sample) = timed(lambda: polars_stage(tokens, spans), args.repeats)  # type: ignore[misc]
+    pl_s, (weighted, per_sample) = timed(lambda: polars_stage(tokens, spans), max(args.repeats, 1))
     loop_s, loop = timed(lambda: loop_stage(tokens, spans, PARAMS), 1)
-    check_equal(weighted, per_sample, loop)  # type: ignore[arg-type]
+    check_equal(weighted, per_sample, loop)
     result = {
         "samples": args.samples, "tokens": n_tokens, "completion_tokens": n_comp, "spans": spans.height,
         "polars_s": pl_s, "loop_s": loop_s,

@@ -98,7 +98,7 @@ def main() -> int:
         print(f"  not splittable ({n}): {r}")
     # the worker's PCH: built once up front so neither side pays for it in the timings
     ext._check_and_build_extension_h_precompiler_headers([], [])  # noqa: SLF001
-    timings = []
+    timings: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for task, got, (cpp, cuda) in splittable[:: args.stride][: args.compile]:
             kw = got["kw"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from datasets import Dataset
 from transformers import TrainerCallback
@@ -40,6 +41,18 @@ class _GradsBeforeStep(TrainerCallback):
 def _rel(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     num = sum(float((a[k] - b[k]).double().pow(2).sum()) for k in b) ** 0.5
     return num / sum(float(v.double().pow(2).sum()) for v in b.values()) ** 0.5
+
+
+def assert_same_step(got: dict, want: dict, weighting: str) -> None:
+    """`got` took the same optimiser step as `want`: gradients, the one-step parameter update and
+    every logged metric within TOL (and, for cuset, the weighting really did something)."""
+    assert got["grads"].keys() == want["grads"].keys() and len(want["grads"]) > 0
+    assert _rel(got["grads"], want["grads"]) < TOL
+    assert _rel(got["delta"], want["delta"]) < TOL  # one SGD step's parameter update
+    for name in METRICS:
+        assert got["log"][name] == pytest.approx(want["log"][name], rel=TOL, abs=1e-7), name
+    if weighting == "cuset":
+        assert 0 < want["log"]["masked_share"] < 1 and want["log"]["mean_sample_weight"] != 1
 
 
 class _RecordingTrainer(CusetSFTTrainer):

@@ -20,20 +20,14 @@ from trl import SFTConfig
 from kernelwright.training.base_model import load_base_model, load_tokenizer
 from kernelwright.training.cuset_trainer import CusetCollator, CusetSFTTrainer
 from kernelwright.training.stage import TrainConfig, _sft_args
-from tests.training._one_step import METRICS, TOL, _examples, _rel, one_step
+from tests.training._one_step import TOL, _examples, _rel, assert_same_step, one_step
 
 
 @pytest.mark.parametrize("weighting", ["plain", "cuset"])
 def test_accumulation_of_4x1_equals_one_batch_of_4(tiny_model_dir: Path, tmp_path: Path, weighting: str) -> None:
     acc = one_step(tiny_model_dir, tmp_path / "acc", weighting, batch=1, accum=4)
     big = one_step(tiny_model_dir, tmp_path / "big", weighting, batch=4, accum=1)
-    assert acc["grads"].keys() == big["grads"].keys() and len(big["grads"]) > 0
-    assert _rel(acc["grads"], big["grads"]) < TOL
-    assert _rel(acc["delta"], big["delta"]) < TOL  # one SGD step's parameter update
-    for name in METRICS:
-        assert acc["log"][name] == pytest.approx(big["log"][name], rel=TOL, abs=1e-7), name
-    if weighting == "cuset":
-        assert 0 < big["log"]["masked_share"] < 1 and big["log"]["mean_sample_weight"] != 1
+    assert_same_step(acc, big, weighting)
 
 
 def test_compute_loss_of_micro_batches_sums_to_the_batch_loss(tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kernelwright import atomic
 from kernelwright.evaluation.static_checks import kernel_names
 from kernelwright.evaluation.verdict import ShapeResult, Verdict
 
@@ -82,9 +83,7 @@ class Progress:
             spent[self.state["phase"]] = spent.get(self.state["phase"], 0.0) + now - self._since
             self._since = now
         self.state.update(fields)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state, default=str))
-        os.replace(tmp, self.path)
+        atomic.write_text(self.path, json.dumps(self.state, default=str))
 
 
 # ---------------------------------------------------------------- isolation and build
@@ -584,12 +583,8 @@ def _read_ref_cache(path: Path | None) -> tuple[float, float | None] | None:
 
 
 def _write_ref_cache(path: Path | None, ref_ms: float, compiled_ms: float | None) -> None:
-    if path is None:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"ref_runtime_ms": ref_ms, "ref_compile_runtime_ms": compiled_ms}))
-    os.replace(tmp, path)
+    if path is not None:
+        atomic.write_json(path, {"ref_runtime_ms": ref_ms, "ref_compile_runtime_ms": compiled_ms})
 
 
 def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any], spec: Spec, timer: Timer,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -19,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from kernelwright.curation.seed import load_seed_tasks
-from kernelwright.evaluation.verdict import Verdict
+from kernelwright.evaluation.verdict import Verdict, median_phase_s
 from kernelwright.evaluation.verify import VerifyConfig, verify_many
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "verify"
@@ -49,11 +48,6 @@ def cases(n_seeds: int | None, cache: str, split: bool) -> list[tuple[str, str, 
     return out
 
 
-def median_phases(rows: list[dict]) -> dict[str, float]:
-    phases = sorted({k for r in rows for k in r["phase_s"]})
-    return {k: statistics.median(r["phase_s"][k] for r in rows if k in r["phase_s"]) for k in phases}
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=8)
@@ -70,7 +64,7 @@ def main() -> int:
         def done(cfg: VerifyConfig, v: Verdict) -> None:
             name, want = names[id(cfg)]
             print(f"  {time.perf_counter() - start:6.0f} s  {'ok ' if v.reason == want else 'BAD'} {name} -> "
-                  f"{v.reason} ({v.build}, worker {v.phase_s.get('worker_wall', 0):.0f} s)", flush=True)
+                  f"{v.brief()}", flush=True)
 
         verdicts = verify_many([c for _, _, c in todo], jobs=args.jobs, on_done=done)
         wall = time.perf_counter() - start
@@ -85,11 +79,12 @@ def main() -> int:
     passed = sum(r["reason"] == r["expected"] for r in rows)
     builds = Counter(r["build"] or "none" for r in rows)
     print(f"{passed}/{len(rows)} verdicts as expected ({wall:.0f} s wall, {args.jobs} workers); builds: {dict(builds)}")
-    print("median seconds per phase:", json.dumps(median_phases(rows)))
+    phases = median_phase_s(verdicts)
+    print("median seconds per phase:", json.dumps(phases))
     if args.json:
         args.json.write_text(json.dumps({"passed": passed, "total": len(rows), "wall_s": wall,
                                          "split_build": args.split_build, "builds": builds,
-                                         "median_phase_s": median_phases(rows), "rows": rows}, indent=1))
+                                         "median_phase_s": phases, "rows": rows}, indent=1))
     return 0 if passed == len(rows) else 1
 
 

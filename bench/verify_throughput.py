@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kernelwright.curation.seed import SeedTask, load_seed_tasks
+from kernelwright.evaluation.verdict import median_phase_s
 from kernelwright.evaluation.verify import VerifyConfig, verify_many
 
 KB_BUILD = """
@@ -85,8 +85,7 @@ def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, s
                              timing_budget_s=timing_budget_s, split_build=split_build) for t in tasks]
         start = time.perf_counter()
         verdicts = verify_many(cfgs, jobs=jobs, on_done=lambda c, v: print(
-            f"  {time.perf_counter() - start:6.0f} s  {Path(c.candidate).parent.name}: {v.reason} ({v.build}, "
-            f"worker {v.phase_s.get('worker_wall', 0):.0f} s)", flush=True))
+            f"  {time.perf_counter() - start:6.0f} s  {Path(c.candidate).parent.name}: {v.brief()}", flush=True))
         wall = time.perf_counter() - start
     correct = sum(v.correct for v in verdicts)
     bad = {t.id: f"{v.reason}: {v.detail[:200]}" for t, v in zip(tasks, verdicts, strict=True) if not v.correct}
@@ -95,8 +94,7 @@ def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, s
     return {"wall_s": wall, "candidates": len(tasks), "correct": correct, "not_correct": bad,
             "median_build_s": builds[len(builds) // 2] if builds else None,
             "builds": dict(Counter(v.build or "none" for v in verdicts)),
-            "median_phase_s": {k: statistics.median(v.phase_s[k] for v in verdicts if k in v.phase_s)
-                               for k in phases},
+            "median_phase_s": median_phase_s(verdicts),
             "sum_phase_s": {k: sum(v.phase_s.get(k, 0.0) for v in verdicts) for k in phases}}
 
 

@@ -39,6 +39,8 @@ Reason codes (one per cheat class of ../shared/design/verification.md and per fa
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -117,7 +119,17 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    def brief(self) -> str:
+        """One line for progress output: reason, how it was built, the worker's seconds."""
+        return f"{self.reason} ({self.build}, worker {self.phase_s.get('worker_wall', 0.0):.0f} s)"
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Verdict:
         shapes = [ShapeResult(**s) for s in data.pop("per_shape", [])]
         return cls(**data, per_shape=shapes)
+
+
+def median_phase_s(verdicts: Sequence[Verdict]) -> dict[str, float]:
+    """Per worker phase, the median seconds over the verdicts that went through it."""
+    phases = sorted({k for v in verdicts for k in v.phase_s})
+    return {k: statistics.median(v.phase_s[k] for v in verdicts if k in v.phase_s) for k in phases}

@@ -133,3 +133,13 @@ def test_worker_verdict_carries_its_phase_seconds(tmp_path: Path) -> None:
     verdict = run_worker(spec, timeout_s=120.0)
     assert verdict.phase_s["worker_wall"] > 0.0
     assert "load_problem" in verdict.phase_s or "start" in verdict.phase_s
+
+
+def test_median_phase_seconds_over_the_verdicts_that_had_the_phase() -> None:
+    from kernelwright.evaluation.verdict import median_phase_s
+
+    a = Verdict.of("ok", build="split", phase_s={"compile": 8.0, "timing": 1.0, "worker_wall": 12.0})
+    b = Verdict.of("ok", phase_s={"compile": 2.0, "worker_wall": 4.0})
+    c = Verdict.of("timeout", phase_s={"compile": 5.0, "timing": 3.0, "worker_wall": 9.0})
+    assert median_phase_s([a, b, c]) == {"compile": 5.0, "timing": 2.0, "worker_wall": 9.0}
+    assert a.brief() == "ok (split, worker 12 s)"

@@ -572,14 +572,23 @@ def _ref_cache_path(problem: ModuleType, shape: dict[str, Any], spec: Spec) -> P
     return Path(spec.build_cache) / "ref-timings" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
 
 
-def _read_ref_cache(path: Path | None) -> tuple[float, float | None] | None:
+@dataclass(frozen=True)
+class RefCache:
+    """Where a shape's reference timings are cached and what was there (ms: reference, torch.compile),
+    both settled before the candidate is imported, so it can neither forge nor redirect its baseline."""
+
+    path: Path | None
+    figures: tuple[float, float | None] | None
+
+
+def _read_ref_cache(path: Path | None) -> RefCache:
     if path is None or not path.is_file():
-        return None
+        return RefCache(path, None)
     try:
         data = json.loads(path.read_text())
-        return float(data["ref_runtime_ms"]), data["ref_compile_runtime_ms"]
+        return RefCache(path, (float(data["ref_runtime_ms"]), data["ref_compile_runtime_ms"]))
     except (OSError, ValueError, KeyError, TypeError):
-        return None
+        return RefCache(path, None)
 
 
 def _write_ref_cache(path: Path | None, ref_ms: float, compiled_ms: float | None) -> None:
@@ -588,12 +597,11 @@ def _write_ref_cache(path: Path | None, ref_ms: float, compiled_ms: float | None
 
 
 def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any], spec: Spec, timer: Timer,
-               names: set[str], dtype: str, cached: tuple[float, float | None] | None,
-               progress: Progress | None = None) -> ShapeResult:
+               names: set[str], dtype: str, ref: RefCache, progress: Progress | None = None) -> ShapeResult:
     """Candidate, reference and torch.compile baseline timed the same way, one process at a time.
 
-    `cached` reference figures (read before the candidate was imported, so it cannot forge its
-    own baseline) replace timing the reference again; torch.compile and the profiler's kernel
+    Cached reference figures (`ref`, read before the candidate was imported) replace timing the
+    reference again; torch.compile and the profiler's kernel
     share run outside the lock (kernel durations are a ratio there, not a timing).
     """
     import torch
@@ -601,21 +609,20 @@ def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any]
     ref_model, new_model = _models(problem, candidate, spec.seeds[0])
     sets = [_draw_inputs(problem, shape, 7000 + i, "default") for i in range(3)]
     flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
-    cache = _ref_cache_path(problem, shape, spec)
     with torch.no_grad():
         phase = progress.write if progress is not None else (lambda **_: None)
         phase(phase="compile_baseline")
-        compiled_model = _compiled(ref_model, sets) if cached is None and spec.compile_baseline else None
+        compiled_model = _compiled(ref_model, sets) if ref.figures is None and spec.compile_baseline else None
         phase(phase="timing_wait")
         with _exclusive(spec.timing_lock):
             phase(phase="timing")
             runtime = _median_ms(new_model, sets, timer, spec, flush)
-            if cached is None:
+            if ref.figures is None:
                 ref_ms = _median_ms(ref_model, sets, timer, spec, flush)
                 compiled_ms = _median_ms(compiled_model, sets, timer, spec, flush) if compiled_model else None
-                _write_ref_cache(cache, ref_ms, compiled_ms)
+                _write_ref_cache(ref.path, ref_ms, compiled_ms)
             else:
-                ref_ms, compiled_ms = cached
+                ref_ms, compiled_ms = ref.figures
         # Outside the lock, like the correctness runs: its few forwards barely load the GPU, while
         # setting up the profiler costs ~1 s of host time that would otherwise hold every worker up.
         phase(phase="profile")
@@ -672,7 +679,7 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
     problem = import_file(Path(spec.problem), "kw_problem")
     shapes = getattr(problem, "SHAPES", None) or [{}]
     dtype = str(getattr(problem, "DTYPE", "float32"))
-    ref_cached = [_read_ref_cache(_ref_cache_path(problem, s, spec)) for s in shapes]
+    refs = [_read_ref_cache(_ref_cache_path(problem, s, spec)) for s in shapes]
     _no_network()
     _patch_load_inline(spec.build_cache, spec.split_build)
     guard = HarnessGuard()
@@ -703,7 +710,7 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
         progress.write(phase="timing")
         names = _kernel_names(Path(spec.candidate))
         results = []
-        for s, c in zip(shapes, ref_cached, strict=True):
+        for s, c in zip(shapes, refs, strict=True):
             results.append(time_shape(problem, candidate, s, spec, timer, names, dtype, c, progress))
             guard.check()  # the timed forwards ran with the timer in reach
         for r, w in zip(results, worst, strict=True):

@@ -141,8 +141,9 @@ def run_worker(spec: Spec, timeout_s: float, host_memory_gb: float = 0.0) -> Ver
         outcome, err = watch(proc, timeout_s, int(host_memory_gb * 2**30))
         state = _read_state(Path(spec.result))
         verdict = _worker_verdict(outcome, err, state, proc.returncode, timeout_s, host_memory_gb)
-        verdict.phase_s = {**state.get("phase_s", {}), **verdict.phase_s,
-                           "worker_wall": time.perf_counter() - started}
+        # the worker's own verdict carries its phases; a killed or dead worker's are in its last state
+        phases = verdict.phase_s or state.get("phase_s", {})
+        verdict.phase_s = {**phases, "worker_wall": time.perf_counter() - started}
         return verdict
 
 

@@ -6,6 +6,8 @@
 Candidates: the honest seed solutions of N distinct tasks (each against its own reference).
 - kernelwright: `verify_many` with one worker per core and a cold build cache; the full protocol
   (every distribution and seed, cheat checks, profiler share, timing of candidate and reference).
+  torch's precompiled extension.h outlives runs; `--cold-header` deletes it first so that building
+  it counts (the JSON records `precompiled_header_at_start`).
 - KernelBench best mode, re-implemented here from its description: every candidate built once by
   stock `load_inline` (full torch/extension.h, no precompiled header) in a pool of as many
   processes as cores, then evaluated one after another, each in a fresh process: 5 correctness
@@ -78,7 +80,20 @@ def pick(n: int) -> list[SeedTask]:
     return order[:n]
 
 
-def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, split_build: bool) -> dict:
+def header_files() -> list[Path]:
+    """torch's precompiled extension.h and its signature (pch.py), which outlive a run."""
+    import torch
+
+    inc = Path(torch.__file__).parent / "include" / "torch"
+    return [inc / "extension.h.gch", inc / "extension.h.sign"]
+
+
+def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, split_build: bool,
+                     cold_header: bool = False) -> dict:
+    if cold_header:
+        for f in header_files():
+            f.unlink(missing_ok=True)
+    header_at_start = header_files()[0].is_file()
     with tempfile.TemporaryDirectory(prefix="kw_tp_") as cache:
         cfgs = [VerifyConfig(problem=str(t.path / "reference.py"), candidate=str(t.path / "solution.py"),
                              build_cache=cache, compile_baseline=False, timeout_s=600.0,
@@ -92,6 +107,7 @@ def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, s
     builds = sorted(v.compile_s for v in verdicts if v.compile_s is not None)
     phases = sorted({k for v in verdicts for k in v.phase_s})
     return {"wall_s": wall, "candidates": len(tasks), "correct": correct, "not_correct": bad,
+            "precompiled_header_at_start": header_at_start,
             "median_build_s": builds[len(builds) // 2] if builds else None,
             "builds": dict(Counter(v.build or "none" for v in verdicts)),
             "median_phase_s": median_phase_s(verdicts),
@@ -140,7 +156,7 @@ PHASES = ("kernelwright", "kernelbench_best_mode", "kernelwright_serial")
 
 def _phase(name: str, tasks: list[SeedTask], args: argparse.Namespace) -> dict:
     if name == "kernelwright":
-        return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build)
+        return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, args.cold_header)
     if name == "kernelwright_serial":
         return run_kernelwright(tasks[:args.serial], 1, args.timing_budget_s, args.split_build)
     return run_kernelbench(tasks, args.jobs)
@@ -169,6 +185,9 @@ def main() -> int:
     ap.add_argument("--timing-budget-s", type=float, default=1.0, help="kernelwright's timed seconds per model/shape")
     ap.add_argument("--no-split-build", dest="split_build", action="store_false",
                     help="kernelwright builds every candidate as written (default: split build where it applies)")
+    ap.add_argument("--cold-header", action="store_true",
+                    help="delete torch's precompiled extension.h first, so that kernelwright's figure includes "
+                         "building it (default: use it if an earlier run left it)")
     ap.add_argument("--json", type=Path, default=Path("bench/results/verify_throughput.json"))
     args = ap.parse_args()
     tasks = pick(args.candidates)

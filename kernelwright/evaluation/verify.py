@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kernelwright import atomic
 from kernelwright.errors import NoCudaDevice, UsageError
+from kernelwright.evaluation.pch import header_built_alongside
 from kernelwright.evaluation.problems import parse_problem_source
 from kernelwright.evaluation.static_checks import check_source
 from kernelwright.evaluation.verdict import Verdict
@@ -170,12 +171,12 @@ def _read_state(path: Path) -> dict:
         return {}
 
 
-def make_spec(cfg: VerifyConfig, lock: str | None = None) -> Spec:
+def make_spec(cfg: VerifyConfig, lock: str | None = None, pch_lock: str | None = None) -> Spec:
     return Spec(problem=str(Path(cfg.problem).resolve()), candidate=str(Path(cfg.candidate).resolve()), result="",
                 seeds=tuple(range(cfg.seeds)), timing=cfg.timing, compile_baseline=cfg.compile_baseline,
                 memory_fraction=cfg.memory_fraction, build_cache=cfg.build_cache or _default_cache(),
                 timing_budget_s=cfg.timing_budget_s, ref_timing_cache=cfg.ref_timing_cache,
-                split_build=cfg.split_build, timing_lock=lock)
+                split_build=cfg.split_build, timing_lock=lock, pch_lock=pch_lock)
 
 
 def verify_one(cfg: VerifyConfig) -> Verdict:
@@ -196,22 +197,24 @@ OnDone = Callable[[VerifyConfig, Verdict], None]
 
 def run_workers(cfgs: Sequence[VerifyConfig], jobs: int, on_done: OnDone | None = None) -> list[Verdict]:
     """Worker runs of candidates that already passed `read_inputs` and the static checks: builds and
-    correctness overlap across `jobs` workers; timing is one at a time. `on_done(cfg, verdict)` is
-    called as each one finishes (from a pool thread)."""
+    correctness overlap across `jobs` workers; timing is one at a time. torch's precompiled header is
+    built once, here, while the first workers start (pch.py), instead of by racing workers.
+    `on_done(cfg, verdict)` is called as each one finishes (from a pool thread)."""
+    if not cfgs:
+        return []
     with tempfile.NamedTemporaryFile(prefix="kw_timing_", suffix=".lock", delete=False) as lock:
         lock_path = lock.name
-
-    def one(cfg: VerifyConfig) -> Verdict:
-        verdict = run_worker(make_spec(cfg, lock_path), cfg.timeout_s, cfg.host_memory_gb)
-        if on_done is not None:
-            on_done(cfg, verdict)
-        return verdict
-
     try:
-        if jobs > 1 and cfgs:
-            warm_up_build(cfgs[0])
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            return list(pool.map(one, cfgs))
+        with header_built_alongside(max(cfg.timeout_s for cfg in cfgs), enabled=cuda_available()) as pch_lock:
+
+            def one(cfg: VerifyConfig) -> Verdict:
+                verdict = run_worker(make_spec(cfg, lock_path, pch_lock), cfg.timeout_s, cfg.host_memory_gb)
+                if on_done is not None:
+                    on_done(cfg, verdict)
+                return verdict
+
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                return list(pool.map(one, cfgs))
     finally:
         Path(lock_path).unlink(missing_ok=True)
 
@@ -233,31 +236,6 @@ def verify_many(cfgs: Sequence[VerifyConfig], jobs: int, on_done: OnDone | None 
             on_done(cfg, verdict)
     ran = iter(run_workers([cfg for cfg, v in zip(cfgs, pre, strict=True) if v is None], jobs, on_done))
     return [v or next(ran) for v in pre]
-
-
-WARM_UP_CANDIDATE = r'''
-import torch
-from torch.utils.cpp_extension import load_inline
-
-src = """
-#include <torch/extension.h>
-__global__ void kw_warm_up_kernel(float* x) { x[threadIdx.x] = 0.0f; }
-torch::Tensor kw_warm_up(torch::Tensor x) { kw_warm_up_kernel<<<1, 1>>>(x.data_ptr<float>()); return x; }
-"""
-_ext = load_inline(name="kw_warm_up", cpp_sources="torch::Tensor kw_warm_up(torch::Tensor x);",
-                   cuda_sources=src, functions=["kw_warm_up"], verbose=False)
-'''
-
-
-def warm_up_build(cfg: VerifyConfig) -> None:
-    """Build one tiny extension alone first: it creates the precompiled torch/extension.h header
-    that every later build reuses, instead of parallel workers all racing to build it."""
-    with tempfile.TemporaryDirectory(prefix="kw_warm_") as tmp:
-        cand = Path(tmp) / "warm_up.py"
-        cand.write_text(WARM_UP_CANDIDATE)
-        spec = make_spec(VerifyConfig(problem=cfg.problem, candidate=str(cand), build_cache=cfg.build_cache))
-        spec.build_only = True
-        run_worker(spec, cfg.timeout_s)
 
 
 def write_json(verdict: Verdict, dest: Path) -> None:

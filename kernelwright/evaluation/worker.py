@@ -30,6 +30,7 @@ from types import ModuleType
 from typing import Any
 
 from kernelwright import atomic
+from kernelwright.evaluation.pch import use_header
 from kernelwright.evaluation.static_checks import kernel_names
 from kernelwright.evaluation.verdict import ShapeResult, Verdict
 
@@ -65,6 +66,7 @@ class Spec:
     build_only: bool = False
     ref_timing_cache: bool = True
     split_build: bool = True  # device code built without torch headers (split_build.py), else as written
+    pch_lock: str | None = None  # the parent's precompiled-header build to wait for (pch.py); None: none
 
 
 class Progress:
@@ -102,14 +104,15 @@ def _no_network() -> None:
     socket.create_connection = refuse  # type: ignore[assignment]
 
 
-def _patch_load_inline(cache: str | None, split: bool = False) -> None:
+def _patch_load_inline(cache: str | None, split: bool = False, pch_lock: str | None = None) -> None:
     """Cheaper `load_inline` builds that compute the same thing.
 
     - a build folder per content hash (a second candidate with the same sources is not rebuilt);
     - only the present GPU's architecture (TORCH_CUDA_ARCH_LIST);
     - the .cu file includes `torch/types.h` instead of `torch/extension.h` (no pybind11, no
       autograd API: half the host parse), retried with the original header if that fails;
-    - a precompiled `torch/extension.h` for the C++ bindings file (`use_pch`).
+    - a precompiled `torch/extension.h` for the C++ bindings file (`use_pch`), built by the parent
+      while this worker started (`pch_lock`, see pch.py).
     """
     import torch
     import torch.utils.cpp_extension as ext
@@ -125,7 +128,7 @@ def _patch_load_inline(cache: str | None, split: bool = False) -> None:
         if cache and not kw.get("build_directory"):
             kw["build_directory"] = str(Path(cache) / digest)
             Path(kw["build_directory"]).mkdir(parents=True, exist_ok=True)
-        kw.setdefault("use_pch", True)
+        kw["use_pch"] = use_header(kw, pch_lock)
         if split:  # None: not splittable or the split build failed
             from kernelwright.evaluation.split_build import try_split_build
             if (module := try_split_build(original, name, cpp_sources, cuda_sources, kw)) is not None:
@@ -681,7 +684,7 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
     dtype = str(getattr(problem, "DTYPE", "float32"))
     refs = [_read_ref_cache(_ref_cache_path(problem, s, spec)) for s in shapes]
     _no_network()
-    _patch_load_inline(spec.build_cache, spec.split_build)
+    _patch_load_inline(spec.build_cache, spec.split_build, spec.pch_lock)
     guard = HarnessGuard()
     progress.write(phase="compile")
     start = time.perf_counter()

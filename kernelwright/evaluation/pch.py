@@ -1,0 +1,88 @@
+"""torch's precompiled `torch/extension.h`, built once by the parent while the first workers start.
+
+    (used by kernelwright.evaluation.verify.run_workers and the worker's load_inline)
+
+`load_inline(..., use_pch=True)` keeps one precompiled header in torch's include folder and
+rebuilds it (tens of seconds, ~800 MB) whenever it is missing or was built with other flags. Many
+workers doing that at once race on the same file. So:
+
+- the parent holds an exclusive lock on a lock file while it builds the header once, in a thread,
+  with the flags of a candidate that passes no `extra_cflags` (the common case), and then writes
+  "ok" or "failed" into the lock file;
+- a worker's `load_inline` waits for a shared lock on that file (its own start-up, the problem
+  import and the candidate's Python run meanwhile), and uses the header only when the parent
+  built it and the candidate passes no flags that would make torch rebuild it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+BUILD = ("import torch.utils.cpp_extension as ext; "
+         "ext._check_and_build_extension_h_precompiler_headers([], [])")
+
+
+def build_header(timeout_s: float) -> bool:
+    """Build (or find up to date) torch's precompiled extension.h; False if that failed."""
+    try:
+        done = subprocess.run([sys.executable, "-c", BUILD], capture_output=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
+
+
+@contextlib.contextmanager
+def header_built_alongside(timeout_s: float, enabled: bool = True) -> Iterator[str | None]:
+    """Yield a lock-file path at once while the header builds in a thread; workers given that path
+    wait for the build before their own. The thread is joined on exit. Not `enabled` (no GPU, so no
+    worker will build): yield None and build nothing."""
+    if not enabled:
+        yield None
+        return
+    with tempfile.NamedTemporaryFile(prefix="kw_pch_", suffix=".lock", delete=False) as tmp:
+        path = tmp.name
+    fh = open(path, "r+")  # noqa: SIM115 - the lock is held across the thread's life
+    fcntl.flock(fh, fcntl.LOCK_EX)  # taken before any worker starts
+
+    def build() -> None:
+        try:
+            fh.write("ok" if build_header(timeout_s) else "failed")
+            fh.flush()
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+    thread = threading.Thread(target=build, name="kw-pch", daemon=True)
+    thread.start()
+    try:
+        yield path
+    finally:
+        thread.join()
+        fh.close()
+        Path(path).unlink(missing_ok=True)
+
+
+def header_ready(lock_path: str) -> bool:
+    """Wait until the parent's build is over; True if it succeeded."""
+    with open(lock_path) as fh:
+        fcntl.flock(fh, fcntl.LOCK_SH)
+        try:
+            return fh.read().strip() == "ok"
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def use_header(kw: dict[str, Any], lock_path: str | None) -> bool:
+    """Whether a worker's load_inline call should use the precompiled header: never when the
+    candidate passes host flags or include paths (torch would rebuild the shared header with them);
+    with a parent build (`lock_path`), only when that build succeeded; alone, torch builds it."""
+    if kw.get("extra_cflags") or kw.get("extra_include_paths"):
+        return False
+    return header_ready(lock_path) if lock_path else True

@@ -37,7 +37,14 @@ from kernelwright.curation.heatmap import weight_heatmap_html
 from kernelwright.curation.ingest import FIELDS, ingest, parse_map
 from kernelwright.curation.seed import SeedTask, load_seed_tasks, split_tasks
 from kernelwright.curation.spans import completion_spans
-from kernelwright.curation.weights import CusetParams, sample_weights, sorted_by_sample_pos, token_weights
+from kernelwright.curation.weights import (
+    KEY_BASE,
+    CusetParams,
+    sample_key,
+    sample_weights,
+    sorted_by_sample_pos,
+    token_weights,
+)
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.nvrtc_check import DEFAULT_ARCH
 from kernelwright.prompting import completion_text, extract_code, prompt_messages
@@ -237,38 +244,49 @@ def mark_sensitive(tokens: pl.LazyFrame, spans: pl.LazyFrame) -> pl.LazyFrame:
     the earlier span, then the kind's name. Rows come back sorted by (sample, pos).
 
     Within a sample, token offsets grow with pos, so the tokens a span [s, e) overlaps are one run
-    of rows: from the first with tok_end > s to the first with tok_start >= e. Both ends are binary
-    searches of the spans' (sample, offset) keys in the tokens' (one key sample * 2^32 + offset
-    for all samples). The runs are expanded to (row, span) pairs, each one integer key
-    row * 2^32 + the span's place innermost first; sorted, a row's first key names its span.
-    No join and no group-by.
+    of rows (`_span_runs`); `_innermost` picks each row's span. No join and no group-by.
     """
     t = sorted_by_sample_pos(tokens.collect())
-    big = 1 << 32  # offsets stay below this; sample * big + offset orders (sample, offset)
-    key = pl.col("sample") * big
-    keys = t.select(_e=key + pl.col("tok_end").fill_null(-1), _s=key + pl.col("tok_start").fill_null(-1))
-    sp = spans.collect()
-    sp = sp.sort(sp.select(key + pl.col("s_start")).to_series())  # queries in order: searches stay in cache
-    q = sp.select(_lo=key + pl.col("s_start"), _hi=key + pl.col("s_end"))
-    runs = sp.with_columns(
-        _lo=keys["_e"].search_sorted(q["_lo"], side="right"),
-        _hi=keys["_s"].search_sorted(q["_hi"], side="left"),
-    ).filter(pl.col("_lo") < pl.col("_hi"))  # still in query order, so sorted by _lo
-    # _o: the span's place innermost first (length, start, kind), given without reordering the runs
-    order = runs.select(pl.arg_sort_by((pl.col("s_end") - pl.col("s_start")) * big + pl.col("s_start"), "kind"))
+    best, kinds = _innermost(_span_runs(t, spans.collect()), t.height)
+    return t.with_columns(kinds.gather(best).alias("span_kind"), c=best.is_not_null()).lazy()
+
+
+def _span_runs(t: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    """`spans` with the run of rows [_lo, _hi) of `t` each overlaps; spans that overlap no token dropped.
+
+    A run goes from the first row with tok_end > s to the first with tok_start >= e: two binary
+    searches of one key sample * KEY_BASE + offset for all samples (prompt rows, without offsets,
+    at -1), evaluated side by side. Runs come back in the order of their first rows.
+    """
+    keys = t.select(_e=sample_key(pl.col("tok_end").fill_null(-1)), _s=sample_key(pl.col("tok_start").fill_null(-1)))
+    start = sample_key(pl.col("s_start"))
+    return spans.sort(start).with_columns(  # queries in order: the searches stay in cache
+        _lo=pl.lit(keys["_e"]).search_sorted(start, side="right"),
+        _hi=pl.lit(keys["_s"]).search_sorted(sample_key(pl.col("s_end")), side="left"),
+    ).filter(pl.col("_lo") < pl.col("_hi"))
+
+
+def _innermost(runs: pl.DataFrame, n_rows: int) -> tuple[pl.Series, pl.Series]:
+    """(best, kinds): per row the place in `kinds` of its innermost span (null: in none), and the
+    spans' kinds innermost first (length, start, kind).
+
+    The runs are expanded to (row, span) pairs, each one integer key row * KEY_BASE + _o, the
+    span's place innermost first; sorted, a row's first key names its span. Expanded in the order
+    of the runs' first rows the keys are nearly sorted already, which the sort is quick on.
+    """
+    length = pl.col("s_end") - pl.col("s_start")
+    order = runs.select(pl.arg_sort_by(length * KEY_BASE + pl.col("s_start"), "kind")).to_series()
     o = pl.Series("_o", [], dtype=pl.Int64).extend_constant(0, runs.height).scatter(
-        order.to_series(), pl.int_range(runs.height, dtype=pl.Int64, eager=True))
-    # (row, span) pairs as one key row * big + _o. Expanded in the order of the runs' first rows
-    # they are nearly sorted already, which the sort is quick on; a row's first key has its innermost span.
-    pairs = runs.select(_k=pl.int_ranges("_lo", "_hi") * big + o).explode("_k").sort("_k")
-    first = pairs.select(_g=pl.col("_k") // big, _o=(pl.col("_k") % big).cast(pl.UInt32)).filter(
-        (pl.col("_g") != pl.col("_g").shift(1)).fill_null(True))
-    # rows outside every span point one past the kinds, at a null: a gather with null indices is ~4x slower
-    none = runs.height
-    best = pl.Series("_o", [], dtype=pl.UInt32).extend_constant(none, t.height).scatter(first["_g"], first["_o"])
-    kinds = runs["kind"].gather(order.to_series()).extend_constant(None, 1)  # innermost first, as _o counts
-    span_kind = kinds.gather(best).alias("span_kind")
-    return t.with_columns(span_kind, c=span_kind.is_not_null()).lazy()
+        order, pl.int_range(runs.height, dtype=pl.Int64, eager=True))
+    lo, hi = (pl.col(c).cast(pl.Int64) * KEY_BASE + o for c in ("_lo", "_hi"))
+    pairs = runs.select(_k=pl.int_ranges(lo, hi, step=KEY_BASE)).explode("_k").sort("_k")
+    row = pl.col("_k") // KEY_BASE
+    first = pairs.lazy().filter((row != row.shift(1)).fill_null(True)).select(
+        _g=row, _o=(pl.col("_k") & (KEY_BASE - 1)).cast(pl.UInt32)).collect()
+    # null, not a sentinel one past the kinds, where a row is in no span: `kinds` stays one chunk
+    # (a gather from several is ~2x slower) and c is the null mask
+    best = pl.Series("_o", [], dtype=pl.UInt32).extend_constant(None, n_rows).scatter(first["_g"], first["_o"])
+    return best, runs["kind"].gather(order)
 
 
 def assemble(tokens: pl.DataFrame, per_sample: pl.DataFrame, samples: list[Sample],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -107,3 +108,13 @@ def test_tf32_switched_on(guard: HarnessGuard, restore: list) -> None:
     restore.append((torch.backends.cuda.matmul, "allow_tf32", torch.backends.cuda.matmul.allow_tf32))
     torch.backends.cuda.matmul.allow_tf32 = not torch.backends.cuda.matmul.allow_tf32
     assert "TF32" in _replaced(guard)
+
+
+def test_profiler_warm_up_is_joined_and_not_tampering(guard: HarnessGuard) -> None:
+    """The profiler's first session runs in a thread during the candidate's import; it is over when
+    the import is (the profiler's own native threads may stay: the worker counts threads after the
+    import), and it changes nothing the guard holds."""
+    with worker.profiler_started_alongside(True):
+        torch.ones(4).sum()
+    assert "kw-profiler-warm-up" not in {t.name for t in threading.enumerate()}
+    guard.check()

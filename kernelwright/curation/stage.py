@@ -291,8 +291,11 @@ def _innermost(runs: pl.DataFrame, n_rows: int) -> tuple[pl.Series, pl.Series]:
 
 def assemble(tokens: pl.DataFrame, per_sample: pl.DataFrame, samples: list[Sample],
              tokenized: list[dict[str, Any]]) -> pl.DataFrame:
-    """One row per sample with list columns in token order: what training reads as is."""
-    lists = sorted_by_sample_pos(tokens).group_by("sample", maintain_order=True).agg(
+    """One row per sample with list columns in token order: what training reads as is.
+
+    `tokens` is `token_weights`' result, whose rows come in (sample, pos) order.
+    """
+    lists = tokens.group_by("sample", maintain_order=True).agg(
         token_weights=pl.col("token_weight"),
         loss_mask=pl.col("loss_mask").cast(pl.Int8),
         p=pl.col("p").cast(pl.Float32),
@@ -340,7 +343,7 @@ def curate_samples(samples: list[Sample], tokenizer: PreTrainedTokenizerBase, mo
     ).probs
     spans, span_stats = _span_frame(samples)
     tokens = mark_sensitive(_token_frame(tokenized, probs).lazy(), spans.lazy())
-    weighted = token_weights(tokens, cfg.cuset()).collect()
+    weighted = token_weights(tokens, cfg.cuset(), in_order=True).collect()
     per_sample = sample_weights(weighted.lazy(), cfg.cuset()).collect()
     data = assemble(weighted, per_sample, samples, tokenized)
     comp = weighted.filter(pl.col("completion"))

@@ -66,33 +66,26 @@ def _count(flag: pl.Expr) -> pl.Expr:
     return pl.when(flag).then(True).count()
 
 
-def _nulls(name: str, n: int, dtype: pl.DataType) -> pl.Series:
-    return pl.Series(name, [], dtype=dtype).extend_constant(None, n)
-
-
-def _region_ids(sample: pl.Series, cand: pl.Series, gap: int) -> pl.Series:
-    """region_id per row of a frame sorted by (sample, pos), worked out on the candidate rows alone.
+def _region_ids(t: pl.DataFrame, gap: int) -> pl.Series:
+    """region_id per row of `t` (sorted by (sample, pos)), worked out on the candidate rows alone.
 
     A candidate opens a new region unless the previous candidate is in the same sample and at most
     gap + 1 rows back; a region covers every row from its first to its last candidate; ids count
     a sample's regions from 0.
     """
-    idx = cand.arg_true()
     g, s = pl.col("g"), pl.col("s")
+    first = (s != s.shift(1)).fill_null(True)  # the sample's first candidate, or first region
+    new = first | (g - g.shift(1) > gap + 1)
     rc = (
-        pl.DataFrame({"g": idx.cast(pl.Int64), "s": sample.gather(idx)})
-        .with_columns(_first=(s != s.shift(1)).fill_null(True))
-        .with_columns(_new=pl.col("_first") | (g - g.shift(1) > gap + 1).fill_null(True))
-        .with_columns(_n=pl.col("_new").cast(pl.Int32).cum_sum())
-        .with_columns(
-            _id=pl.col("_n") - pl.when("_first").then("_n").forward_fill(),
-            _last=pl.col("_new").shift(-1).fill_null(True),
-        )
+        t.select(g=pl.int_range(pl.len(), dtype=pl.UInt32), s="sample", _c=pl.col("c") & pl.col("low"))
+        .filter("_c").with_columns(_new=new, _last=new.shift(-1).fill_null(True))
     )
     starts, ends = rc.filter("_new"), rc.filter("_last")
-    rows = pl.DataFrame({"lo": starts["g"], "hi": ends["g"] + 1, "id": starts["_id"]}).select(
-        g=pl.int_ranges("lo", "hi"), id="id").explode("g")
-    return _nulls("region_id", sample.len(), pl.Int32).scatter(rows["g"], rows["id"])
+    r = pl.int_range(pl.len(), dtype=pl.Int32)
+    rows = pl.DataFrame({"lo": starts["g"], "hi": ends["g"] + 1, "s": starts["s"]}).select(
+        g=pl.int_ranges("lo", "hi", dtype=pl.UInt32), id=r - pl.when(first).then(r).forward_fill()
+    ).explode("g")
+    return pl.Series("region_id", [], dtype=pl.Int32).extend_constant(None, t.height).scatter(rows["g"], rows["id"])
 
 
 def _masked(t: pl.DataFrame, rho_max: float) -> pl.Series:
@@ -100,58 +93,47 @@ def _masked(t: pl.DataFrame, rho_max: float) -> pl.Series:
 
     k_s = floor(rho_max * share_high * n_boiler). Rather than ranking the boilerplate tokens (a sort
     per sample), take the smallest of each sample's k_s largest p, thr_s (a top-k selection): the
-    tokens above thr_s are masked, and of those equal to it the earliest k_s - (number above).
+    tokens at or above thr_s are masked. Where that is more than k_s tokens, several share thr_s,
+    and of those only the earliest k_s - (number above thr_s) are.
     """
+    n_boiler = _count(pl.col("boiler"))
+    share_high = _count(pl.col("high")) / _count(pl.col("completion")).clip(lower_bound=1)
     per = t.group_by("sample", maintain_order=True).agg(
-        _t=_count(pl.col("completion")), _h=_count(pl.col("high")), _b=_count(pl.col("boiler"))
-    ).select(
-        "sample",
-        _k=(rho_max * (pl.col("_h") / pl.col("_t").clip(lower_bound=1)) * pl.col("_b")).floor().cast(pl.UInt32),
-    )
-    top = pl.col("p").top_k(pl.col("_k").first())
+        _k=pl.min_horizontal((rho_max * share_high * n_boiler).floor(), n_boiler).cast(pl.UInt32))
     b = (
         t.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("_g"), "sample", "p", "boiler").filter("boiler")
         .join_asof(per, on="sample")
     )
-    thr = b.group_by("sample", maintain_order=True).agg(_thr=top.min())
-    b = b.join_asof(thr, on="sample")
-    above = b.filter(pl.col("p") > pl.col("_thr"))["_g"]
-    # ties: thr_s itself is in the top k_s; where several tokens of a sample share that p, the
-    # earliest k_s - (number above thr_s) of them are
-    eq = b.filter(pl.col("p") == pl.col("_thr")).with_columns(
-        _r=pl.int_range(pl.len()).over("sample"), _n=pl.len().over("sample"))
-    tied = eq.filter(pl.col("_n") > 1)
-    if tied.height:
-        n_above = b.filter(pl.col("sample").is_in(tied["sample"].implode()) & (pl.col("p") > pl.col("_thr")))
-        tied = tied.join(n_above.group_by("sample").agg(_a=pl.len()), on="sample", how="left").filter(
-            pl.col("_r") < pl.col("_k").cast(pl.Int64) - pl.col("_a").fill_null(0).cast(pl.Int64))
-    out = pl.Series("masked", [], dtype=pl.Boolean).extend_constant(False, t.height)
-    return out.scatter(above, True).scatter(eq.filter(pl.col("_n") == 1)["_g"], True).scatter(tied["_g"], True)
+    thr = b.group_by("sample", maintain_order=True).agg(_thr=pl.col("p").top_k(pl.col("_k").first()).min())
+    p, at = pl.col("p"), pl.col("_thr")
+    hit = b.join_asof(thr, on="sample").filter(p >= at)  # no top k: _thr null, nothing masked
+    if hit.height > per["_k"].sum():  # ties at some thr_s
+        room = pl.col("_k").cast(pl.Int64) - (p > at).sum().over("sample")
+        hit = hit.filter((p > at) | ((p == at).cum_sum().over("sample") <= room))
+    return pl.Series("masked", [], dtype=pl.Boolean).extend_constant(False, t.height).scatter(hit["_g"], True)
 
 
-def token_weights(tokens: pl.LazyFrame, params: CusetParams) -> pl.LazyFrame:
+def token_weights(tokens: pl.LazyFrame, params: CusetParams, *, in_order: bool = False) -> pl.LazyFrame:
     """Add high, low, region_id, boiler, masked, loss_mask (m_t) and token_weight (m_t * a_t) per token.
 
-    Rows come back sorted by (sample, pos), as a LazyFrame of the computed result. Works eagerly
-    on the sorted rows: regions from the candidate rows only, masking from a per-sample top-k
-    threshold; bench/curation_weights.py measures it.
+    Rows come back sorted by (sample, pos), as a LazyFrame of the computed result. `in_order`: the
+    rows already come in that order (as `mark_sensitive` hands them on), so they are not checked.
+    Works eagerly on the sorted rows: regions from the candidate rows only, masking from a
+    per-sample top-k threshold; bench/curation_weights.py measures it.
     """
-    t = sorted_by_sample_pos(tokens.collect())
-    comp, p = pl.col("completion"), pl.col("p")
+    t = tokens.collect()
+    t = t.with_columns(pl.col("sample").set_sorted()) if in_order else sorted_by_sample_pos(t)
+    comp, p, c, high = pl.col("completion"), pl.col("p"), pl.col("c"), pl.col("high")
     t = t.with_columns(
-        high=comp & (p >= params.tau_high).fill_null(False),
-        low=comp & (p < params.tau_low).fill_null(False),
+        high=comp & (p >= params.tau_high).fill_null(False), low=comp & (p < params.tau_low).fill_null(False)
     )
-    cand = t.select(pl.col("c") & pl.col("low")).to_series()
-    t = t.with_columns(_region_ids(t["sample"], cand, params.region_gap))
-    t = t.with_columns(boiler=comp & ~pl.col("c") & pl.col("high") & pl.col("region_id").is_null())
-    t = t.with_columns(_masked(t, params.rho_max))
-    return t.with_columns(loss_mask=comp & ~pl.col("masked")).with_columns(
-        token_weight=pl.when(pl.col("loss_mask"))
-        .then(pl.when(pl.col("c") & pl.col("high")).then(params.alpha).otherwise(1.0))
-        .otherwise(0.0)
-        .cast(pl.Float32)
-    ).lazy()
+    t = t.with_columns(_region_ids(t, params.region_gap))
+    t = t.with_columns(boiler=high & ~c & pl.col("region_id").is_null())
+    masked = _masked(t, params.rho_max)
+    keep = comp & ~pl.lit(masked)
+    zero, one, alpha = (pl.lit(x, dtype=pl.Float32) for x in (0.0, 1.0, params.alpha))  # no cast pass
+    weight = pl.when(keep).then(pl.when(c & high).then(alpha).otherwise(one)).otherwise(zero)
+    return t.with_columns(masked, loss_mask=keep, token_weight=weight).lazy()  # evaluated side by side
 
 
 def sample_weights(tokens: pl.LazyFrame, params: CusetParams) -> pl.LazyFrame:

@@ -77,3 +77,16 @@ def test_ties_at_the_masking_threshold_go_to_the_earlier_tokens() -> None:
     t = token_weights(pl.LazyFrame(rows), CusetParams()).collect()
     assert t.filter(pl.col("sample") == 0)["masked"].to_list() == [False, True, True, False, False]
     assert t.filter(pl.col("sample") == 1)["masked"].to_list() == [False, True, True, False, False]
+
+
+def test_ties_in_one_sample_leave_the_others_alone() -> None:
+    # k = 2 per sample. sample 0 ties at its threshold 0.95 (keep the first two); sample 1 has none
+    # (0.99 and 0.97 masked); sample 2 ties above as well (0.99, then the first 0.95)
+    ps = {0: [None, 0.95, 0.95, 0.95, 0.95], 1: [None, 0.91, 0.99, 0.93, 0.97],
+          2: [None, 0.95, 0.95, 0.99, 0.92]}
+    rows = [{"sample": s, "pos": i, "completion": p is not None, "p": p, "c": False}
+            for s, col in ps.items() for i, p in enumerate(col)]
+    t = token_weights(pl.LazyFrame(rows), CusetParams(), in_order=True).collect()
+    assert t.filter(pl.col("sample") == 0)["masked"].to_list() == [False, True, True, False, False]
+    assert t.filter(pl.col("sample") == 1)["masked"].to_list() == [False, False, True, False, True]
+    assert t.filter(pl.col("sample") == 2)["masked"].to_list() == [False, True, False, True, False]

@@ -134,3 +134,27 @@ def test_compiled_head_falls_back_to_eager_when_compiling_fails(monkeypatch) -> 
     assert torch.equal(head(logits, gold), want)
     assert torch.equal(head(logits, gold), want)
     assert calls == ["compiled"]  # tried once, then eager only
+
+
+def test_compile_is_on_by_default_only_on_a_gpu(model) -> None:
+    assert ConfidenceScorer(model, 0).compile is False  # the model is on the CPU
+
+
+def test_compiled_layers_that_fail_fall_back_to_eager(tiny_model_dir: Path, monkeypatch) -> None:
+    """A backend that cannot compile (here: one that raises) leaves the layers eager and the
+    scores unchanged."""
+    fresh = load_base_model(tiny_model_dir, device="cpu").eval()  # compiled in place: not the shared one
+
+    def broken(fn, **_kw):
+        def fail(*_a, **_k):
+            raise RuntimeError("backend unavailable")
+        return fail
+
+    monkeypatch.setattr(torch, "compile", broken)
+    scorer = ConfidenceScorer(fresh, 0, batch_tokens=200, compile=True)
+    assert all(layer._compiled_call_impl is not None for layer in fresh.model.layers)
+    seqs = _sequences(seed=2)
+    got = scorer.probs(seqs)
+    monkeypatch.undo()
+    assert all(layer._compiled_call_impl is None for layer in fresh.model.layers)
+    _assert_close(got, _reference(fresh, seqs))

@@ -11,11 +11,12 @@ weights, no download. Sequences: `--samples` random token sequences, lengths uni
 [--min-len, --max-len].
 
 Modes (each timed `--repeats` times after a warm-up; the best counts):
-  eager     ConfidenceScorer: the path `curate` runs (gold_token_probs / score_chunked): eager
-            decoder, and on a GPU the compiled log-softmax/gather head (fused_head)
+  eager     ConfidenceScorer with compile=False: eager decoder, and on a GPU the compiled
+            log-softmax/gather head (fused_head); what `curate` runs on a CPU
   unfused   the same with fused_head=False (eager float32 log_softmax of each head chunk)
-  compiled  the same with compile=True (each decoder layer compiled in place, and the head; dynamic
-            shapes). It runs last, as it changes the model's layers.
+  compiled  ConfidenceScorer with compile=True (each decoder layer compiled in place, and the
+            head; dynamic shapes): what `curate` runs on a GPU (gold_token_probs / score_chunked,
+            compile left at its default). It runs last, as it changes the model's layers.
   naive     the previous implementation: attention mask, full logits, float32 log_softmax over
             the whole batch x vocab (with --naive-batch-tokens, its memory need is ~12 B/token/vocab)
 
@@ -192,8 +193,8 @@ def main() -> None:
     print(f"{name}: {n_tokens:,} tokens in {samples} sequences of {lo}-{hi}, padding {padded / n_tokens - 1:.1%}, "
           f"{total_flops / n_tokens / 1e9:.3f} GFLOP/token, dtype {dtype}")
 
-    scorer = ConfidenceScorer(model, 0, args.batch_tokens, args.head_chunk)
-    unfused = ConfidenceScorer(model, 0, args.batch_tokens, args.head_chunk, fused_head=False)
+    scorer = ConfidenceScorer(model, 0, args.batch_tokens, args.head_chunk, compile=False)
+    unfused = ConfidenceScorer(model, 0, args.batch_tokens, args.head_chunk, compile=False, fused_head=False)
     runners: dict[str, Callable[[], list[list[float]]]] = {
         "eager": lambda: scorer.probs(seqs),
         "unfused": lambda: unfused.probs(seqs),

@@ -178,7 +178,8 @@ def import_file(path: Path, name: str) -> ModuleType:
 
 GUARDED_MODULES = ("builtins", "time", "math", "json", "os", "ctypes", "torch", "torch.cuda", "torch.nn.functional",
                    "torch.linalg", "torch.testing", "torch.profiler", "torch.autograd",
-                   "kernelwright.evaluation.verdict", "kernelwright.evaluation.static_checks")
+                   "kernelwright.evaluation.verdict", "kernelwright.evaluation.static_checks",
+                   "kernelwright.atomic", "tempfile", "shutil", "pathlib")  # the last four: how the verdict is written
 
 
 def _guardable(value: Any) -> bool:
@@ -223,7 +224,7 @@ class HarnessGuard:
         from torch.profiler import profile
 
         classes = (torch.Tensor, torch.cuda.Event, torch.cuda.Stream, ctypes.CDLL, Timer, HarnessGuard, Progress,
-                   Verdict, ShapeResult, profile, EventList, FunctionEvent)
+                   Verdict, ShapeResult, profile, EventList, FunctionEvent, Path, type(Path()))
         self.held_classes = [(cls, {k: _lookup(cls, k) for k in dir(cls)}) for cls in classes]
         self.held_instances: list[tuple[str, Any, dict[str, Any]]] = []
 

@@ -118,3 +118,20 @@ def test_profiler_warm_up_is_joined_and_not_tampering(guard: HarnessGuard) -> No
         torch.ones(4).sum()
     assert "kw-profiler-warm-up" not in {t.name for t in threading.enumerate()}
     guard.check()
+
+
+def test_verdict_writing_path_is_held(guard: HarnessGuard, restore: list) -> None:
+    """A forward that swaps how the result file is written (to forge the verdict) is caught."""
+    from kernelwright import atomic
+
+    restore.append((atomic, "write_text", atomic.write_text))
+    atomic.write_text = lambda dest, text: None
+    assert "kernelwright.atomic.write_text" in _replaced(guard)
+
+
+def test_path_method_is_held(guard: HarnessGuard, restore: list) -> None:
+    from pathlib import PosixPath
+
+    restore.append((PosixPath, "write_text", None))
+    PosixPath.write_text = lambda self, *a, **k: 0  # shadows pathlib.Path.write_text
+    assert "PosixPath.write_text" in _replaced(guard)

@@ -42,7 +42,6 @@ from kernelwright.curation.weights import (
     CusetParams,
     sample_key,
     sample_weights,
-    sorted_by_sample_pos,
     token_weights,
 )
 from kernelwright.errors import UsageError
@@ -246,19 +245,33 @@ def mark_sensitive(tokens: pl.LazyFrame, spans: pl.LazyFrame) -> pl.LazyFrame:
     Within a sample, token offsets grow with pos, so the tokens a span [s, e) overlaps are one run
     of rows (`_span_runs`); `_innermost` picks each row's span. No join and no group-by.
     """
-    t = sorted_by_sample_pos(tokens.collect())
-    best, kinds = _innermost(_span_runs(t, spans.collect()), t.height)
+    t = tokens.collect()
+    keys = _row_keys(t)
+    if t.height > 1 and not keys["_p"].is_sorted():
+        t = t.sort("sample", "pos")
+        keys = _row_keys(t)
+    t = t.with_columns(pl.col("sample").set_sorted())
+    best, kinds = _innermost(_span_runs(keys, spans.collect()), t.height)
     return t.with_columns(kinds.gather(best).alias("span_kind"), c=best.is_not_null()).lazy()
 
 
-def _span_runs(t: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
-    """`spans` with the run of rows [_lo, _hi) of `t` each overlaps; spans that overlap no token dropped.
+def _row_keys(t: pl.DataFrame) -> pl.DataFrame:
+    """Per row sample * KEY_BASE + pos (_p: in order when it is sorted), + tok_end (_e) and + tok_start
+    (_s), prompt rows without offsets at -1. One lazy select: sample * KEY_BASE once, the three side by side."""
+    return t.lazy().select(
+        _p=sample_key(pl.col("pos")),
+        _e=sample_key(pl.col("tok_end").fill_null(-1)),
+        _s=sample_key(pl.col("tok_start").fill_null(-1)),
+    ).collect()
+
+
+def _span_runs(keys: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    """`spans` with the run of rows [_lo, _hi) each overlaps; spans that overlap no token dropped.
 
     A run goes from the first row with tok_end > s to the first with tok_start >= e: two binary
-    searches of one key sample * KEY_BASE + offset for all samples (prompt rows, without offsets,
-    at -1), evaluated side by side. Runs come back in the order of their first rows.
+    searches in the rows' keys (`_row_keys`), evaluated side by side. Runs come back in the order
+    of their first rows.
     """
-    keys = t.select(_e=sample_key(pl.col("tok_end").fill_null(-1)), _s=sample_key(pl.col("tok_start").fill_null(-1)))
     start = sample_key(pl.col("s_start"))
     return spans.sort(start).with_columns(  # queries in order: the searches stay in cache
         _lo=pl.lit(keys["_e"]).search_sorted(start, side="right"),

@@ -104,9 +104,9 @@ def _masked(t: pl.DataFrame, rho_max: float) -> pl.Series:
         t.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("_g"), "sample", "p", "boiler").filter("boiler")
         .join_asof(per, on="sample")
     )
-    thr = b.group_by("sample", maintain_order=True).agg(_thr=pl.col("p").top_k(pl.col("_k").first()).min())
     p, at = pl.col("p"), pl.col("_thr")
-    hit = b.join_asof(thr, on="sample").filter(p >= at)  # no top k: _thr null, nothing masked
+    thr = p.top_k(pl.col("_k").first()).min().over("sample")  # k_s = 0: null, nothing masked
+    hit = b.with_columns(_thr=thr).filter(p >= at)
     if hit.height > per["_k"].sum():  # ties at some thr_s
         room = pl.col("_k").cast(pl.Int64) - (p > at).sum().over("sample")
         hit = hit.filter((p > at) | ((p == at).cum_sum().over("sample") <= room))
@@ -137,24 +137,21 @@ def token_weights(tokens: pl.LazyFrame, params: CusetParams, *, in_order: bool =
 
 
 def sample_weights(tokens: pl.LazyFrame, params: CusetParams) -> pl.LazyFrame:
-    """Per sample: T (completion tokens), R (region share), share_high, mask_share and sample_weight."""
-    per = tokens.group_by("sample").agg(
+    """Per sample: T (completion tokens), R (region share), share_high, mask_share and sample_weight.
+
+    Worked out eagerly and handed back as a LazyFrame of the result: on this plan the lazy
+    optimiser's passes cost more than the group-by itself.
+    """
+    frame = tokens.select("sample", "completion", "region_id", "high", "masked").collect()
+    n = pl.col("T").clip(lower_bound=1)
+    per = frame.group_by("sample", maintain_order=True).agg(
         T=_count(pl.col("completion")),
         in_region=pl.when("completion").then("region_id").count(),
         n_high=_count(pl.col("high")),
         n_masked=_count(pl.col("masked")),
-    ).with_columns(
-        R=pl.col("in_region") / pl.col("T").clip(lower_bound=1),
-        share_high=pl.col("n_high") / pl.col("T").clip(lower_bound=1),
-        mask_share=pl.col("n_masked") / pl.col("T").clip(lower_bound=1),
-    )
+    ).with_columns(R=pl.col("in_region") / n, share_high=pl.col("n_high") / n, mask_share=pl.col("n_masked") / n)
     mean_r = pl.col("R").mean()
     raw = pl.when(mean_r > 0).then(
         (1.0 + params.lam * pl.col("R") / mean_r).clip(params.w_min, params.w_max)
     ).otherwise(1.0)
-    return (
-        per.with_columns(w_raw=raw)
-        .with_columns(sample_weight=(pl.col("w_raw") / pl.col("w_raw").mean()).cast(pl.Float32))
-        .drop("w_raw")
-        .sort("sample")
-    )
+    return per.with_columns(sample_weight=(raw / raw.mean()).cast(pl.Float32)).sort("sample").lazy()

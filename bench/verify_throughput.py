@@ -13,6 +13,8 @@ Candidates: the honest seed solutions of N distinct tasks (each against its own 
   processes as cores, then evaluated one after another, each in a fresh process: 5 correctness
   trials (allclose 1e-2) and 100 timed trials with torch.cuda.Event; the reference is not timed.
 - serial: kernelwright with one worker, on the first `--serial` candidates (cold cache).
+- late_profiler: kernelwright with `profiler_warm_up` off (the profiler starts at the first
+  shape's kernel-share pass, not during the build): not in the default phases; an A/B.
 Printed and saved: seconds per candidate and candidates per hour of each, and the ratio
 kernelwright / KernelBench measured in this run.
 """
@@ -89,7 +91,7 @@ def header_files() -> list[Path]:
 
 
 def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, split_build: bool,
-                     cold_header: bool = False) -> dict:
+                     cold_header: bool = False, profiler_warm_up: bool = True) -> dict:
     if cold_header:
         for f in header_files():
             f.unlink(missing_ok=True)
@@ -97,7 +99,8 @@ def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, s
     with tempfile.TemporaryDirectory(prefix="kw_tp_") as cache:
         cfgs = [VerifyConfig(problem=str(t.path / "reference.py"), candidate=str(t.path / "solution.py"),
                              build_cache=cache, compile_baseline=False, timeout_s=600.0,
-                             timing_budget_s=timing_budget_s, split_build=split_build) for t in tasks]
+                             timing_budget_s=timing_budget_s, split_build=split_build,
+                             profiler_warm_up=profiler_warm_up) for t in tasks]
         start = time.perf_counter()
         verdicts = verify_many(cfgs, jobs=jobs, on_done=lambda c, v: print(
             f"  {time.perf_counter() - start:6.0f} s  {Path(c.candidate).parent.name}: {v.brief()}", flush=True))
@@ -151,12 +154,14 @@ def per_hour(res: dict) -> float:
     return 3600.0 * res["candidates"] / res["wall_s"]
 
 
-PHASES = ("kernelwright", "kernelbench_best_mode", "kernelwright_serial")
+PHASES = ("kernelwright", "kernelbench_best_mode", "kernelwright_serial", "kernelwright_late_profiler")
 
 
 def _phase(name: str, tasks: list[SeedTask], args: argparse.Namespace) -> dict:
     if name == "kernelwright":
         return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, args.cold_header)
+    if name == "kernelwright_late_profiler":  # A/B of the profiler warm-up, same candidates and workers
+        return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, profiler_warm_up=False)
     if name == "kernelwright_serial":
         return run_kernelwright(tasks[:args.serial], 1, args.timing_budget_s, args.split_build)
     return run_kernelbench(tasks, args.jobs)
@@ -178,7 +183,7 @@ def main() -> int:
     ap.add_argument("--candidates", type=int, default=32)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--serial", type=int, default=4, help="candidates for the one-worker figure")
-    ap.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated subset of {', '.join(PHASES)}")
+    ap.add_argument("--phases", default=",".join(PHASES[:3]), help=f"comma-separated subset of {', '.join(PHASES)}")
     ap.add_argument("--keep", action="store_true",
                     help="keep phases already in --json from an earlier command with the same settings "
                          "(one command has a 10-minute limit on the device box)")

@@ -52,6 +52,9 @@ class VerifyConfig:
         "help": "Build a candidate's kernels without torch headers and its host wrappers with the precompiled "
                 "header (same kernels, ~4x less compile time); anything the split does not cover is built as "
                 "written. Off: always as written."})
+    profiler_warm_up: bool = field(default=True, metadata={
+        "help": "Start the profiler (CUPTI, ~4.6 s on an H200) in a thread while the candidate builds; off: at "
+                "the first shape's kernel-share pass."})
     ref_timing_cache: bool = field(default=True, metadata={
         "help": "Reuse reference timings of the same problem, shape, GPU and torch (kept in the build cache); "
                 "off: time the reference for every candidate."})
@@ -176,7 +179,8 @@ def make_spec(cfg: VerifyConfig, lock: str | None = None, pch_lock: str | None =
                 seeds=tuple(range(cfg.seeds)), timing=cfg.timing, compile_baseline=cfg.compile_baseline,
                 memory_fraction=cfg.memory_fraction, build_cache=cfg.build_cache or _default_cache(),
                 timing_budget_s=cfg.timing_budget_s, ref_timing_cache=cfg.ref_timing_cache,
-                split_build=cfg.split_build, timing_lock=lock, pch_lock=pch_lock)
+                split_build=cfg.split_build, timing_lock=lock, pch_lock=pch_lock,
+                profiler_warm_up=cfg.profiler_warm_up)
 
 
 def verify_one(cfg: VerifyConfig) -> Verdict:

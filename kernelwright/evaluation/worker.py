@@ -67,6 +67,7 @@ class Spec:
     ref_timing_cache: bool = True
     split_build: bool = True  # device code built without torch headers (split_build.py), else as written
     pch_lock: str | None = None  # the parent's precompiled-header build to wait for (pch.py); None: none
+    profiler_warm_up: bool = True  # the profiler's first session during the build (profiler_started_alongside)
 
 
 class Progress:
@@ -714,7 +715,7 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
     progress.write(phase="compile")
     start = time.perf_counter()
     try:
-        with profiler_started_alongside(spec.timing):
+        with profiler_started_alongside(spec.timing and spec.profiler_warm_up):
             candidate = import_file(Path(spec.candidate), "kw_candidate")
     except Exception as exc:  # noqa: BLE001 - any import failure of the candidate is its compile error
         return Verdict.of("compile_error", f"{type(exc).__name__}: {str(exc)[-1500:]}",

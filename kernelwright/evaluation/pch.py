@@ -22,10 +22,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+WAIT_S = 120.0  # a worker waits this long for the parent's build (it takes ~20-50 s), then goes without
 BUILD = ("import torch.utils.cpp_extension as ext; "
          "ext._check_and_build_extension_h_precompiler_headers([], [])")
 
@@ -69,10 +71,19 @@ def header_built_alongside(timeout_s: float, enabled: bool = True) -> Iterator[s
         Path(path).unlink(missing_ok=True)
 
 
-def header_ready(lock_path: str) -> bool:
-    """Wait until the parent's build is over; True if it succeeded."""
+def header_ready(lock_path: str, wait_s: float = WAIT_S, poll_s: float = 0.05) -> bool:
+    """Wait (at most `wait_s`) until the parent's build is over; True if it succeeded. Past the
+    wait, False: the worker builds without the header rather than spend its time limit waiting."""
+    deadline = time.monotonic() + wait_s
     with open(lock_path) as fh:
-        fcntl.flock(fh, fcntl.LOCK_SH)
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(poll_s)
         try:
             return fh.read().strip() == "ok"
         finally:

@@ -209,7 +209,7 @@ def run_workers(cfgs: Sequence[VerifyConfig], jobs: int, on_done: OnDone | None 
     with tempfile.NamedTemporaryFile(prefix="kw_timing_", suffix=".lock", delete=False) as lock:
         lock_path = lock.name
     try:
-        with header_built_alongside(max(cfg.timeout_s for cfg in cfgs), enabled=cuda_available()) as pch_lock:
+        with header_built_alongside(min(cfg.timeout_s for cfg in cfgs) / 2, enabled=cuda_available()) as pch_lock:
 
             def one(cfg: VerifyConfig) -> Verdict:
                 verdict = run_worker(make_spec(cfg, lock_path, pch_lock), cfg.timeout_s, cfg.host_memory_gb)

@@ -54,3 +54,11 @@ def test_disabled_builds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_torch_still_has_the_header_builder() -> None:
     """BUILD calls a private torch function; a torch that drops it makes every build skip the header."""
     assert callable(getattr(ext, "_check_and_build_extension_h_precompiler_headers", None))
+
+
+def test_a_worker_stops_waiting_for_a_stuck_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    release = _blocked_build(monkeypatch, True)
+    with pch.header_built_alongside(60) as lock:
+        assert lock is not None
+        assert not pch.header_ready(lock, wait_s=0.2)  # gave up: builds without the header
+        release.set()

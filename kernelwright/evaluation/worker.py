@@ -10,6 +10,7 @@ parent can tell where a worker that died (crash, `os._exit`, timeout) was. Proto
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import ctypes
 import dataclasses
@@ -195,6 +196,54 @@ def _torch_rebinds(name: str, original: Any, now: Any) -> bool:
 _MISSING = object()
 
 
+def _dynamo_tags_modules(cls: type, name: str, original: Any, now: Any) -> bool:
+    """torch.compile's own patch (torch._dynamo.mutation_guard): nn.Module.__init__/__setstate__
+    wrapped by that module's nested functions, with its globals and the original in the closure."""
+    guard_mod = sys.modules.get("torch._dynamo.mutation_guard")
+    if guard_mod is None or name not in ("__init__", "__setstate__"):  # on Module, or as a subclass resolves it
+        return False
+    installer = getattr(guard_mod, "install_generation_tagging_init", None)
+    code, consts = getattr(now, "__code__", None), getattr(getattr(installer, "__code__", None), "co_consts", ())
+    return (any(code is c for c in consts) and getattr(now, "__globals__", None) is vars(guard_mod)
+            and any(cell.cell_contents is original for cell in now.__closure__ or ()))
+
+
+_BUILTIN_NAMES = frozenset(n for n in vars(builtins) if not n.startswith("_"))
+
+
+@dataclass(frozen=True)
+class _ModuleHold:
+    """A module's functions, classes and submodules, and the names it had."""
+
+    label: str
+    mod: ModuleType
+    entries: dict[str, Any]
+    names: frozenset[str]
+
+    @classmethod
+    def of(cls, label: str, mod: ModuleType) -> _ModuleHold:
+        held = {k: v for k, v in vars(mod).items() if _guardable(v) or isinstance(v, ModuleType)}
+        return cls(label, mod, held, frozenset(vars(mod)))
+
+    def changed(self) -> list[str]:
+        now = vars(self.mod)
+        out = [f"{self.label}.{k}" for k, v in self.entries.items()
+               if now.get(k) is not v and not _torch_rebinds(k, v, now.get(k))]
+        return out + [f"{self.label}.{k} (shadows the builtin)" for k in (now.keys() & _BUILTIN_NAMES) - self.names]
+
+
+def _nn_classes() -> list[type]:
+    import torch.nn
+
+    return [v for v in vars(torch.nn).values() if isinstance(v, type)]
+
+
+def _own_callables(cls: type) -> dict[str, Any]:
+    """The functions and descriptors in a class's own namespace (data such as a lazily created
+    `__annotations__` is left out)."""
+    return {k: v for k, v in vars(cls).items() if _guardable(v)}
+
+
 def _lookup(cls: type, name: str) -> Any:
     """The raw attribute a class lookup finds (first in the MRO), descriptors unbound."""
     return next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), _MISSING)
@@ -203,12 +252,18 @@ def _lookup(cls: type, name: str) -> Any:
 class HarnessGuard:
     """Everything the harness calls, held by reference, checked by identity (class 7).
 
-    - modules (`GUARDED_MODULES` and this worker module): every function and class in them;
+    - modules (`GUARDED_MODULES` and this worker module): every function, class and submodule in
+      them, and no new global named like a builtin (it would shadow the builtin in their functions);
     - classes (torch.Tensor, torch.cuda.Event/Stream, ctypes.CDLL, Timer, the verdict types, this
       guard): every attribute as the MRO resolves it, so a method shadowed in a subclass (setting
       `torch.Tensor.abs` hides the C base class's) counts as replaced;
     - instances given to `watch_instance` (the timer, its CUDA runtime handle): every attribute,
-      and no new ones (an instance attribute would shadow a method).
+      and no new ones (an instance attribute would shadow a method);
+    - the problem module (`watch_module`: the oracle), held like the modules above, and every
+      attribute of its classes as the MRO resolves it (`Model.forward` replaced would make the
+      reference agree with anything);
+    - every class of torch.nn (Linear, Conv2d, Module, ...): the functions and descriptors in its
+      own namespace, and no new ones (a reference built from nn layers computes through them).
     `check` names whatever differs. Objects are held, not their ids, so a replacement cannot reuse a
     freed original's address.
     """
@@ -217,10 +272,8 @@ class HarnessGuard:
         import torch
 
         self.tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-        self.modules = [(m, sys.modules[m]) for m in GUARDED_MODULES if m in sys.modules]
-        self.modules.append(("worker", sys.modules[__name__]))
-        self.held_modules = [(label, mod, {k: v for k, v in vars(mod).items() if _guardable(v)})
-                             for label, mod in self.modules]
+        modules = [(m, sys.modules[m]) for m in GUARDED_MODULES if m in sys.modules]
+        self.held_modules = [_ModuleHold.of(label, mod) for label, mod in [*modules, ("worker", sys.modules[__name__])]]
         from torch.autograd.profiler_util import EventList, FunctionEvent
         from torch.profiler import profile
 
@@ -228,21 +281,30 @@ class HarnessGuard:
                    Verdict, ShapeResult, profile, EventList, FunctionEvent, Path, type(Path()))
         self.held_classes = [(cls, {k: _lookup(cls, k) for k in dir(cls)}) for cls in classes]
         self.held_instances: list[tuple[str, Any, dict[str, Any]]] = []
+        self.held_namespaces = [(cls, _own_callables(cls)) for cls in _nn_classes()]
+
+    def watch_module(self, mod: ModuleType, label: str) -> None:
+        self.held_modules.append(_ModuleHold.of(label, mod))
+        own = [v for v in vars(mod).values() if isinstance(v, type) and v.__module__ == mod.__name__]
+        self.held_classes += [(cls, {k: _lookup(cls, k) for k in dir(cls)}) for cls in own]
 
     def watch_instance(self, instance: Any, label: str) -> None:
         self.held_instances.append((label, instance, dict(vars(instance))))
 
     def changed(self) -> list[str]:
-        out = []
-        for label, mod, entries in self.held_modules:
-            now = vars(mod)
-            out += [f"{label}.{k}" for k, v in entries.items()
-                    if now.get(k) is not v and not _torch_rebinds(k, v, now.get(k))]
+        out = [name for hold in self.held_modules for name in hold.changed()]
         for cls, entries in self.held_classes:
-            out += [f"{cls.__qualname__}.{k}" for k, v in entries.items() if _lookup(cls, k) is not v]
+            out += [f"{cls.__qualname__}.{k}" for k, v in entries.items()
+                    if (now := _lookup(cls, k)) is not v and not _dynamo_tags_modules(cls, k, v, now)]
         for label, inst, entries in self.held_instances:
             now = vars(inst)
             out += [f"{label}.{k}" for k in now.keys() | entries.keys() if now.get(k, _MISSING) is not entries.get(k)]
+        for cls, entries in self.held_namespaces:
+            now = _own_callables(cls)
+            if now != entries:  # dict equality compares values with ==, so check identity where it differs
+                out += [f"{cls.__qualname__}.{k}" for k in now.keys() | entries.keys()
+                        if now.get(k, _MISSING) is not entries.get(k, _MISSING)
+                        and not _dynamo_tags_modules(cls, k, entries.get(k), now.get(k))]
         return out
 
     def check(self) -> None:
@@ -252,7 +314,7 @@ class HarnessGuard:
         if (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) != self.tf32:
             changed.append("TF32 switched on (it would lower the reference's precision too)")
         if changed:
-            raise Rejected("harness_tampering", f"replaced: {', '.join(sorted(changed)[:8])}")
+            raise Rejected("harness_tampering", f"replaced: {', '.join(builtins.sorted(changed)[:8])}")
 
 
 # ---------------------------------------------------------------- CUDA runtime access
@@ -712,6 +774,7 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
     _no_network()
     _patch_load_inline(spec.build_cache, spec.split_build, spec.pch_lock)
     guard = HarnessGuard()
+    guard.watch_module(problem, "problem")
     progress.write(phase="compile")
     start = time.perf_counter()
     try:

@@ -16,7 +16,8 @@ from kernelwright.evaluation.verify import VerifyConfig, static_verdict, verify_
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 EXPECTED: dict[str, dict[str, str]] = json.loads((FIXTURES / "expected.json").read_text())
 STATIC_REASONS = {"fallback_try_except", "fallback_torch_op", "harness_tampering", "no_kernel", "syntax_error"}
-RUN_TIME_ONLY = {"patch_harness_method.py"}  # tampering with no static trace: the worker's guard catches it
+# tampering with no static trace: the worker's guard catches it
+RUN_TIME_ONLY = {"patch_harness_method.py", "patch_reference_model.py"}
 
 
 def _cfg(name: str, **kw) -> VerifyConfig:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -135,3 +136,72 @@ def test_path_method_is_held(guard: HarnessGuard, restore: list) -> None:
     restore.append((PosixPath, "write_text", None))
     PosixPath.write_text = lambda self, *a, **k: 0  # shadows pathlib.Path.write_text
     assert "PosixPath.write_text" in _replaced(guard)
+
+
+def test_reference_problem_is_held(tmp_path: Path) -> None:
+    """The oracle: replacing the problem's Model.forward (so that the reference agrees with
+    anything) or shadowing a builtin in its globals is caught."""
+    src = tmp_path / "prob.py"
+    src.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                   "        return abs(x) + 1\n")
+    problem = worker.import_file(src, "kw_test_problem")
+    guard = HarnessGuard()
+    guard.watch_module(problem, "problem")
+    guard.check()
+    forward = problem.Model.forward
+    problem.Model.forward = lambda self, x: x
+    assert "Model.forward" in _replaced(guard)
+    problem.Model.forward = forward
+    guard.check()
+    problem.abs = lambda x: x  # a module global that shadows the builtin the reference calls
+    assert "problem.abs (shadows the builtin)" in _replaced(guard)
+
+
+def test_nn_layers_are_held(guard: HarnessGuard, restore: list) -> None:
+    """A reference built from nn layers computes through their methods and nn.Module's call."""
+    restore.append((torch.nn.Linear, "forward", torch.nn.Linear.forward))
+    torch.nn.Linear.forward = lambda self, x: x
+    assert "Linear.forward" in _replaced(guard)
+
+
+def test_module_call_is_held(guard: HarnessGuard, restore: list) -> None:
+    restore.append((torch.nn.Module, "__call__", torch.nn.Module.__call__))
+    torch.nn.Module.__call__ = lambda self, *a, **k: None
+    assert "Module.__call__" in _replaced(guard)
+
+
+def test_harness_global_shadowing_a_builtin(guard: HarnessGuard, restore: list) -> None:
+    restore.append((worker, "sorted", None))
+    worker.sorted = lambda xs: [0.001 for _ in xs]  # would shadow sorted() in _median_ms
+    assert "worker.sorted (shadows the builtin)" in _replaced(guard)
+
+
+def test_a_lookalike_of_dynamos_module_patch_is_caught(guard: HarnessGuard, restore: list) -> None:
+    """torch.compile's own wrap of nn.Module.__init__ is allowed; a wrapper of the candidate's, even
+    one that calls the original, is not."""
+    init = torch.nn.Module.__init__
+
+    def patched_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+
+    restore.append((torch.nn.Module, "__init__", init))
+    torch.nn.Module.__init__ = patched_init
+    assert "Module.__init__" in _replaced(guard)
+
+
+def test_torch_compile_of_a_module_is_not_tampering(tmp_path: Path) -> None:
+    """Compiling the reference (dynamo + AOT autograd, as the torch.compile baseline does) wraps
+    nn.Module.__init__/__setstate__ in torch._dynamo.mutation_guard: allowed, on nn.Module and as
+    the problem's Model resolves it."""
+    src = tmp_path / "prob_nn.py"
+    src.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n")
+    problem = worker.import_file(src, "kw_test_problem_nn")
+    guard = HarnessGuard()
+    guard.watch_module(problem, "problem")
+    assert torch.equal(torch.compile(problem.Model(), backend="aot_eager")(torch.ones(3)), torch.full((3,), 2.0))
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    compiled = torch.compile(model, backend="aot_eager")
+    with torch.no_grad():
+        assert torch.allclose(compiled(torch.ones(2, 4)), model(torch.ones(2, 4)))
+    torch.nn.Linear(2, 2)
+    guard.check()

@@ -232,6 +232,14 @@ class _ModuleHold:
         return out + [f"{self.label}.{k} (shadows the builtin)" for k in (now.keys() & _BUILTIN_NAMES) - self.names]
 
 
+def _global_module_hooks() -> dict[str, tuple[Any, ...]]:
+    """The hooks every nn.Module runs (`register_module_forward_hook` and the like): one could
+    replace the reference's output without replacing anything."""
+    import torch.nn.modules.module as module
+
+    return {k: tuple(v.items()) for k, v in vars(module).items() if k.startswith("_global_") and isinstance(v, dict)}
+
+
 def _nn_classes() -> list[type]:
     import torch.nn
 
@@ -282,6 +290,7 @@ class HarnessGuard:
         self.held_classes = [(cls, {k: _lookup(cls, k) for k in dir(cls)}) for cls in classes]
         self.held_instances: list[tuple[str, Any, dict[str, Any]]] = []
         self.held_namespaces = [(cls, _own_callables(cls)) for cls in _nn_classes()]
+        self.global_hooks = _global_module_hooks()
 
     def watch_module(self, mod: ModuleType, label: str) -> None:
         self.held_modules.append(_ModuleHold.of(label, mod))
@@ -293,6 +302,8 @@ class HarnessGuard:
 
     def changed(self) -> list[str]:
         out = [name for hold in self.held_modules for name in hold.changed()]
+        if (hooks := _global_module_hooks()) != self.global_hooks:
+            out += [f"nn.Module global hooks: {k}" for k in hooks if hooks[k] != self.global_hooks.get(k)]
         for cls, entries in self.held_classes:
             out += [f"{cls.__qualname__}.{k}" for k, v in entries.items()
                     if (now := _lookup(cls, k)) is not v and not _dynamo_tags_modules(cls, k, v, now)]

@@ -205,3 +205,13 @@ def test_torch_compile_of_a_module_is_not_tampering(tmp_path: Path) -> None:
         assert torch.allclose(compiled(torch.ones(2, 4)), model(torch.ones(2, 4)))
     torch.nn.Linear(2, 2)
     guard.check()
+
+
+def test_global_module_hook_is_caught(guard: HarnessGuard) -> None:
+    """A hook on every nn.Module could replace the reference's output without replacing anything."""
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda mod, args, out: out * 0)
+    try:
+        assert "global hooks: _global_forward_hooks" in _replaced(guard)
+    finally:
+        handle.remove()
+    guard.check()

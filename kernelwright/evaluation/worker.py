@@ -232,6 +232,63 @@ class _ModuleHold:
         return out + [f"{self.label}.{k} (shadows the builtin)" for k in (now.keys() & _BUILTIN_NAMES) - self.names]
 
 
+@dataclass(frozen=True)
+class _ModelHold:
+    """A model's submodules, each with its instance callables (no `forward` set on the instance)
+    and the items of its dicts (submodules, parameters, buffers, hooks), all by identity, plus a
+    checksum of every parameter and buffer (values changed in place through `.data`)."""
+
+    label: str
+    modules: list[tuple[str, Any, dict[str, Any]]]
+    tensors: list[tuple[str, Any]]
+    sums: Any
+
+    @classmethod
+    def of(cls, model: Any, label: str) -> _ModelHold:
+        modules = [(name, m, _instance_state(m)) for name, m in model.named_modules()]
+        tensors = [*model.named_parameters(), *model.named_buffers()]
+        return cls(label, modules, tensors, _checksums(tensors))
+
+    def changed(self) -> list[str]:
+        import torch
+
+        out = []
+        for name, m, state in self.modules:
+            now = _instance_state(m)
+            where = f"{self.label}{'.' + name if name else ''}"
+            out += [f"{where}.{k}" for k in now.keys() | state.keys() if now.get(k, _MISSING) != state.get(k, _MISSING)]
+        if self.tensors and not torch.equal(_checksums(self.tensors), self.sums):
+            out.append(f"{self.label} parameters or buffers changed in place")
+        return out
+
+
+def _instance_state(m: Any) -> dict[str, Any]:
+    """A module instance's callables (by identity) and its dicts' items (tuples compare items by
+    identity for functions, modules and tensors alike: `==` of two tuples checks `is` first)."""
+    return {k: (_Same(v) if callable(v) else tuple((i, _Same(x)) for i, x in v.items()))
+            for k, v in vars(m).items() if callable(v) or isinstance(v, dict)}
+
+
+class _Same:
+    """Compares equal only to a holder of the very same object (tensors' `==` is elementwise)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _checksums(tensors: list[tuple[str, Any]]) -> Any:
+    import torch
+
+    return torch.stack([t.detach().double().sum().nan_to_num() for _, t in tensors])
+
+
 def _global_module_hooks() -> dict[str, tuple[Any, ...]]:
     """The hooks every nn.Module runs (`register_module_forward_hook` and the like): one could
     replace the reference's output without replacing anything."""
@@ -291,6 +348,7 @@ class HarnessGuard:
         self.held_instances: list[tuple[str, Any, dict[str, Any]]] = []
         self.held_namespaces = [(cls, _own_callables(cls)) for cls in _nn_classes()]
         self.global_hooks = _global_module_hooks()
+        self.held_models: list[_ModelHold] = []
 
     def watch_module(self, mod: ModuleType, label: str) -> None:
         self.held_modules.append(_ModuleHold.of(label, mod))
@@ -300,8 +358,21 @@ class HarnessGuard:
     def watch_instance(self, instance: Any, label: str) -> None:
         self.held_instances.append((label, instance, dict(vars(instance))))
 
+    @contextlib.contextmanager
+    def watching_model(self, model: Any, label: str):
+        """While the block runs: `model` (the reference) and each of its submodules keep their
+        instance attributes (no `forward` set on the instance), their hooks, and the values of their
+        parameters and buffers (a checksum each)."""
+        held = _ModelHold.of(model, label)
+        self.held_models.append(held)
+        try:
+            yield
+        finally:
+            self.held_models.remove(held)
+
     def changed(self) -> list[str]:
-        out = [name for hold in self.held_modules for name in hold.changed()]
+        holds: list[_ModuleHold | _ModelHold] = [*self.held_modules, *self.held_models]
+        out = [name for hold in holds for name in hold.changed()]
         if (hooks := _global_module_hooks()) != self.global_hooks:
             out += [f"nn.Module global hooks: {k}" for k in hooks if hooks[k] != self.global_hooks.get(k)]
         for cls, entries in self.held_classes:
@@ -505,33 +576,43 @@ def _run_candidate(new: Any, inputs: list[Any], timer: Timer, guard: HarnessGuar
 
 def check_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any], spec: Spec,
                 timer: Timer, guard: HarnessGuard) -> float:
-    """Correctness on one shape: every distribution x seed; returns the worst max abs error.
+    """Correctness on one shape: every distribution x seed; returns the worst max abs error. The
+    reference model is held by the guard meanwhile (attributes, hooks, weights)."""
+    import torch
+
+    refs: list[Any] = []
+    with torch.no_grad():
+        ref_model, new_model = _models(problem, candidate, spec.seeds[0])  # one instance: caches persist
+        with guard.watching_model(ref_model, "reference"):
+            worst = _check_draws(problem, shape, spec, (timer, guard), (ref_model, new_model), refs)
+    _check_problem_depends_on_input(refs)
+    return worst
+
+
+def _check_draws(problem: ModuleType, shape: dict[str, Any], spec: Spec, harness: tuple[Timer, HarnessGuard],
+                 models: tuple[Any, Any], refs: list[Any]) -> float:
+    """Every distribution x seed; the reference outputs are appended to `refs`.
 
     Order: distribution-major, so a failure right after a passing draw of the same distribution
     that repeats the previous output is result caching (class 6), and a failure on the first draw
     of a new distribution after the default one passed is an input-distribution cheat (class 3).
     """
-    import torch
-
+    (timer, guard), (ref_model, new_model) = harness, models
     worst = 0.0
-    refs: list[Any] = []
     previous: tuple[str, Any] | None = None
-    with torch.no_grad():
-        ref_model, new_model = _models(problem, candidate, spec.seeds[0])  # one instance: caches persist
-        for dist in DISTRIBUTIONS:
-            for seed in spec.seeds:
-                inputs = _draw_inputs(problem, shape, 1000 * seed + DISTRIBUTIONS.index(dist), dist)
-                expected = ref_model(*_clone(inputs))
-                # candidate, (reference output kept alive), candidate again
-                outs = [_run_candidate(new_model, _clone(inputs), timer, guard, expected) for _ in range(2)]
-                for out in outs:
-                    reason, detail, err = _compare(out, expected)
-                    if reason is not None:
-                        _raise_classified(reason, detail, out, dist, previous)
-                    worst = max(worst, err) if err == err else worst
-                refs.append(expected)
-                previous = (dist, outs[-1])
-    _check_problem_depends_on_input(refs)
+    for dist in DISTRIBUTIONS:
+        for seed in spec.seeds:
+            inputs = _draw_inputs(problem, shape, 1000 * seed + DISTRIBUTIONS.index(dist), dist)
+            expected = ref_model(*_clone(inputs))
+            # candidate, (reference output kept alive), candidate again
+            outs = [_run_candidate(new_model, _clone(inputs), timer, guard, expected) for _ in range(2)]
+            for out in outs:
+                reason, detail, err = _compare(out, expected)
+                if reason is not None:
+                    _raise_classified(reason, detail, out, dist, previous)
+                worst = max(worst, err) if err == err else worst
+            refs.append(expected)
+            previous = (dist, outs[-1])
     return worst
 
 
@@ -698,20 +779,23 @@ def _write_ref_cache(path: Path | None, ref_ms: float, compiled_ms: float | None
         atomic.write_json(path, {"ref_runtime_ms": ref_ms, "ref_compile_runtime_ms": compiled_ms})
 
 
-def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any], spec: Spec, timer: Timer,
-               names: set[str], dtype: str, ref: RefCache, progress: Progress | None = None) -> ShapeResult:
+def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any], spec: Spec,
+               harness: tuple[Timer, HarnessGuard], names: set[str], dtype: str, ref: RefCache,
+               progress: Progress | None = None) -> ShapeResult:
     """Candidate, reference and torch.compile baseline timed the same way, one process at a time.
 
     Cached reference figures (`ref`, read before the candidate was imported) replace timing the
     reference again; torch.compile and the profiler's kernel
-    share run outside the lock (kernel durations are a ratio there, not a timing).
+    share run outside the lock (kernel durations are a ratio there, not a timing). The guard
+    holds the reference model meanwhile and is checked at the end.
     """
     import torch
 
+    timer, guard = harness
     ref_model, new_model = _models(problem, candidate, spec.seeds[0])
     sets = [_draw_inputs(problem, shape, 7000 + i, "default") for i in range(3)]
     flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
-    with torch.no_grad():
+    with torch.no_grad(), guard.watching_model(ref_model, "reference"):
         phase = progress.write if progress is not None else (lambda **_: None)
         phase(phase="compile_baseline")
         compiled_model = _compiled(ref_model, sets) if ref.figures is None and spec.compile_baseline else None
@@ -729,6 +813,7 @@ def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any]
         # setting up the profiler costs ~1 s of host time that would otherwise hold every worker up.
         phase(phase="profile")
         share = custom_share(new_model, sets[0], names)
+        guard.check()  # the timed forwards ran with the timer and the reference in reach
     return ShapeResult(shape=shape, correct=True, runtime_ms=runtime, ref_runtime_ms=ref_ms,
                        ref_compile_runtime_ms=compiled_ms, speedup=ref_ms / runtime if runtime > 0 else None,
                        roofline_share=_roofline(problem, shape, dtype, runtime, spec), custom_kernel_time_share=share)
@@ -815,8 +900,7 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
         names = _kernel_names(Path(spec.candidate))
         results = []
         for s, c in zip(shapes, refs, strict=True):
-            results.append(time_shape(problem, candidate, s, spec, timer, names, dtype, c, progress))
-            guard.check()  # the timed forwards ran with the timer in reach
+            results.append(time_shape(problem, candidate, s, spec, (timer, guard), names, dtype, c, progress))
         for r, w in zip(results, worst, strict=True):
             r.max_abs_err = w
         low = [r for r in results if (r.custom_kernel_time_share or 0.0) < spec.min_custom_share]

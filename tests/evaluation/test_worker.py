@@ -215,3 +215,36 @@ def test_global_module_hook_is_caught(guard: HarnessGuard) -> None:
     finally:
         handle.remove()
     guard.check()
+
+
+def _reference() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+
+
+@pytest.mark.parametrize("tamper", ["instance_forward", "hook", "weights_in_place"])
+def test_reference_model_is_held_while_watched(guard: HarnessGuard, tamper: str) -> None:
+    """A candidate that reaches the reference instance (gc) and makes it agree: a `forward` set on
+    the instance, a forward hook, or weights changed in place through `.data`."""
+    ref = _reference()
+    with guard.watching_model(ref, "reference"):
+        guard.check()
+        with torch.no_grad():
+            ref(torch.ones(2, 4))  # running it changes nothing
+        guard.check()
+        if tamper == "instance_forward":
+            ref[0].forward = lambda x: x
+        elif tamper == "hook":
+            ref.register_forward_hook(lambda mod, args, out: out * 0)
+        else:
+            ref[0].weight.data.zero_()
+        assert "reference" in _replaced(guard)
+    guard.check()  # no longer held once the block is over
+
+
+def test_compiling_the_reference_changes_nothing_held(guard: HarnessGuard) -> None:
+    ref = _reference()
+    with guard.watching_model(ref, "reference"):
+        compiled = torch.compile(ref, backend="aot_eager")
+        with torch.no_grad():
+            assert torch.allclose(compiled(torch.ones(2, 4)), ref(torch.ones(2, 4)))
+        guard.check()

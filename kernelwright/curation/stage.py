@@ -42,6 +42,7 @@ from kernelwright.curation.weights import (
     CusetParams,
     sample_key,
     sample_weights,
+    sorted_by_sample_pos,
     token_weights,
 )
 from kernelwright.errors import UsageError
@@ -245,21 +246,15 @@ def mark_sensitive(tokens: pl.LazyFrame, spans: pl.LazyFrame) -> pl.LazyFrame:
     Within a sample, token offsets grow with pos, so the tokens a span [s, e) overlaps are one run
     of rows (`_span_runs`); `_innermost` picks each row's span. No join and no group-by.
     """
-    t = tokens.collect()
-    keys = _row_keys(t)
-    if t.height > 1 and not keys["_p"].is_sorted():
-        t = t.sort("sample", "pos")
-        keys = _row_keys(t)
-    t = t.with_columns(pl.col("sample").set_sorted())
-    best, kinds = _innermost(_span_runs(keys, spans.collect()), t.height)
+    t = sorted_by_sample_pos(tokens.collect())
+    best, kinds = _innermost(_span_runs(_row_keys(t), spans.collect()), t.height)
     return t.with_columns(kinds.gather(best).alias("span_kind"), c=best.is_not_null()).lazy()
 
 
 def _row_keys(t: pl.DataFrame) -> pl.DataFrame:
-    """Per row sample * KEY_BASE + pos (_p: in order when it is sorted), + tok_end (_e) and + tok_start
-    (_s), prompt rows without offsets at -1. One lazy select: sample * KEY_BASE once, the three side by side."""
+    """Per row sample * KEY_BASE + tok_end (_e) and + tok_start (_s), prompt rows without offsets
+    at -1; one lazy select, the two side by side."""
     return t.lazy().select(
-        _p=sample_key(pl.col("pos")),
         _e=sample_key(pl.col("tok_end").fill_null(-1)),
         _s=sample_key(pl.col("tok_start").fill_null(-1)),
     ).collect()

@@ -25,6 +25,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -64,7 +65,6 @@ class Spec:
     peak_flops: dict[str, float] | None = None
     peak_bytes_per_s: float = 4.3e12
     launch_floor_ms: float = 0.002
-    build_only: bool = False
     ref_timing_cache: bool = True
     split_build: bool = True  # device code built without torch headers (split_build.py), else as written
     pch_lock: str | None = None  # the parent's precompiled-header build to wait for (pch.py); None: none
@@ -196,7 +196,7 @@ def _torch_rebinds(name: str, original: Any, now: Any) -> bool:
 _MISSING = object()
 
 
-def _dynamo_tags_modules(cls: type, name: str, original: Any, now: Any) -> bool:
+def _dynamo_tags_modules(name: str, original: Any, now: Any) -> bool:
     """torch.compile's own patch (torch._dynamo.mutation_guard): nn.Module.__init__/__setstate__
     wrapped by that module's nested functions, with its globals and the original in the closure."""
     guard_mod = sys.modules.get("torch._dynamo.mutation_guard")
@@ -309,6 +309,19 @@ def _own_callables(cls: type) -> dict[str, Any]:
     return {k: v for k, v in vars(cls).items() if _guardable(v)}
 
 
+def _identity_changes(label: str, now: Mapping[str, Any], held: Mapping[str, Any]) -> list[str]:
+    """`label.name` for every name added, removed or bound to another object since `held` was taken
+    (torch.compile's own wrap of nn.Module.__init__/__setstate__ aside)."""
+    return [f"{label}.{k}" for k in now.keys() | held.keys()
+            if (v := now.get(k, _MISSING)) is not (was := held.get(k, _MISSING))
+            and not _dynamo_tags_modules(k, was, v)]
+
+
+def _resolved(cls: type) -> dict[str, Any]:
+    """Every attribute of `cls` as lookup resolves it (`_lookup`)."""
+    return {k: _lookup(cls, k) for k in dir(cls)}
+
+
 def _lookup(cls: type, name: str) -> Any:
     """The raw attribute a class lookup finds (first in the MRO), descriptors unbound."""
     return next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), _MISSING)
@@ -344,7 +357,7 @@ class HarnessGuard:
 
         classes = (torch.Tensor, torch.cuda.Event, torch.cuda.Stream, ctypes.CDLL, Timer, HarnessGuard, Progress,
                    Verdict, ShapeResult, profile, EventList, FunctionEvent, Path, type(Path()))
-        self.held_classes = [(cls, {k: _lookup(cls, k) for k in dir(cls)}) for cls in classes]
+        self.held_classes = [(cls, _resolved(cls)) for cls in classes]
         self.held_instances: list[tuple[str, Any, dict[str, Any]]] = []
         self.held_namespaces = [(cls, _own_callables(cls)) for cls in _nn_classes()]
         self.global_hooks = _global_module_hooks()
@@ -353,7 +366,7 @@ class HarnessGuard:
     def watch_module(self, mod: ModuleType, label: str) -> None:
         self.held_modules.append(_ModuleHold.of(label, mod))
         own = [v for v in vars(mod).values() if isinstance(v, type) and v.__module__ == mod.__name__]
-        self.held_classes += [(cls, {k: _lookup(cls, k) for k in dir(cls)}) for cls in own]
+        self.held_classes += [(cls, _resolved(cls)) for cls in own]
 
     def watch_instance(self, instance: Any, label: str) -> None:
         self.held_instances.append((label, instance, dict(vars(instance))))
@@ -377,16 +390,12 @@ class HarnessGuard:
             out += [f"nn.Module global hooks: {k}" for k in hooks if hooks[k] != self.global_hooks.get(k)]
         for cls, entries in self.held_classes:
             out += [f"{cls.__qualname__}.{k}" for k, v in entries.items()
-                    if (now := _lookup(cls, k)) is not v and not _dynamo_tags_modules(cls, k, v, now)]
+                    if (now := _lookup(cls, k)) is not v and not _dynamo_tags_modules(k, v, now)]
         for label, inst, entries in self.held_instances:
-            now = vars(inst)
-            out += [f"{label}.{k}" for k in now.keys() | entries.keys() if now.get(k, _MISSING) is not entries.get(k)]
+            out += _identity_changes(label, vars(inst), entries)
         for cls, entries in self.held_namespaces:
-            now = _own_callables(cls)
-            if now != entries:  # dict equality compares values with ==, so check identity where it differs
-                out += [f"{cls.__qualname__}.{k}" for k in now.keys() | entries.keys()
-                        if now.get(k, _MISSING) is not entries.get(k, _MISSING)
-                        and not _dynamo_tags_modules(cls, k, entries.get(k), now.get(k))]
+            if (now := _own_callables(cls)) != entries:  # functions and descriptors: == is identity
+                out += _identity_changes(cls.__qualname__, now, entries)
         return out
 
     def check(self) -> None:
@@ -785,9 +794,9 @@ def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any]
     """Candidate, reference and torch.compile baseline timed the same way, one process at a time.
 
     Cached reference figures (`ref`, read before the candidate was imported) replace timing the
-    reference again; torch.compile and the profiler's kernel
-    share run outside the lock (kernel durations are a ratio there, not a timing). The guard
-    holds the reference model meanwhile and is checked at the end.
+    reference again; torch.compile and the profiler's kernel share run outside the lock (kernel
+    durations are a ratio there, not a timing). The guard holds the reference model meanwhile and
+    is checked at the end.
     """
     import torch
 
@@ -809,8 +818,7 @@ def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any]
                 _write_ref_cache(ref.path, ref_ms, compiled_ms)
             else:
                 ref_ms, compiled_ms = ref.figures
-        # Outside the lock, like the correctness runs: its few forwards barely load the GPU, while
-        # setting up the profiler costs ~1 s of host time that would otherwise hold every worker up.
+        # Outside the lock, like the correctness runs: its few forwards barely load the GPU.
         phase(phase="profile")
         share = custom_share(new_model, sets[0], names)
         guard.check()  # the timed forwards ran with the timer and the reference in reach
@@ -880,8 +888,6 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
         return Verdict.of("compile_error", f"{type(exc).__name__}: {str(exc)[-1500:]}",
                           compile_s=time.perf_counter() - start)
     compile_s = time.perf_counter() - start
-    if spec.build_only:
-        return Verdict.of("ok", "built only", compile_s=compile_s)
     guard.check()
     timer = Timer()
     guard.watch_instance(timer, "timer")
@@ -898,9 +904,8 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
     if spec.timing:
         progress.write(phase="timing")
         names = _kernel_names(Path(spec.candidate))
-        results = []
-        for s, c in zip(shapes, refs, strict=True):
-            results.append(time_shape(problem, candidate, s, spec, (timer, guard), names, dtype, c, progress))
+        results = [time_shape(problem, candidate, s, spec, (timer, guard), names, dtype, c, progress)
+                   for s, c in zip(shapes, refs, strict=True)]
         for r, w in zip(results, worst, strict=True):
             r.max_abs_err = w
         low = [r for r in results if (r.custom_kernel_time_share or 0.0) < spec.min_custom_share]

@@ -189,16 +189,37 @@ def test_a_lookalike_of_dynamos_module_patch_is_caught(guard: HarnessGuard, rest
     assert "Module.__init__" in _replaced(guard)
 
 
-def test_torch_compile_of_a_module_is_not_tampering(tmp_path: Path) -> None:
+def _unpatch_dynamo_module_tagging(restore: list) -> Any:
+    """nn.Module as before torch._dynamo wrapped its __init__/__setstate__ (an earlier test may have
+    compiled something), so that the next compile wraps them again; undone after the test."""
+    from torch._dynamo import mutation_guard
+
+    module = torch.nn.Module
+    wrappers = mutation_guard.install_generation_tagging_init.__code__.co_consts
+    for name in ("__init__", "__setstate__"):
+        now = vars(module)[name]
+        if any(now.__code__ is c for c in wrappers):  # dynamo's wrapper: its closure holds the original
+            restore.append((module, name, now))
+            setattr(module, name, now.__closure__[0].cell_contents)
+    flag = "___needs_generation_tag_patch"  # absent, as in a fresh process: dynamo wraps and sets it
+    if flag in vars(module):
+        restore.append((module, flag, vars(module)[flag]))
+        delattr(module, flag)
+    return mutation_guard
+
+
+def test_torch_compile_of_a_module_is_not_tampering(tmp_path: Path, restore: list) -> None:
     """Compiling the reference (dynamo + AOT autograd, as the torch.compile baseline does) wraps
     nn.Module.__init__/__setstate__ in torch._dynamo.mutation_guard: allowed, on nn.Module and as
     the problem's Model resolves it."""
+    mutation_guard = _unpatch_dynamo_module_tagging(restore)
     src = tmp_path / "prob_nn.py"
     src.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n")
     problem = worker.import_file(src, "kw_test_problem_nn")
     guard = HarnessGuard()
     guard.watch_module(problem, "problem")
     assert torch.equal(torch.compile(problem.Model(), backend="aot_eager")(torch.ones(3)), torch.full((3,), 2.0))
+    assert torch.nn.Module.__init__ is not mutation_guard.unpatched_nn_module_init  # wrapped during the test
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
     compiled = torch.compile(model, backend="aot_eager")
     with torch.no_grad():

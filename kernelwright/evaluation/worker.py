@@ -114,7 +114,8 @@ def _patch_load_inline(cache: str | None, split: bool = False, pch_lock: str | N
     - the .cu file includes `torch/types.h` instead of `torch/extension.h` (no pybind11, no
       autograd API: half the host parse), retried with the original header if that fails;
     - a precompiled `torch/extension.h` for the C++ bindings file (`use_pch`), built by the parent
-      while this worker started (`pch_lock`, see pch.py).
+      while this worker started (`pch_lock`, see pch.py). A call without it leaves the shared header
+      in place: stock `load_inline(use_pch=False)` deletes it, under the other workers' builds.
     """
     import torch
     import torch.utils.cpp_extension as ext
@@ -122,6 +123,7 @@ def _patch_load_inline(cache: str | None, split: bool = False, pch_lock: str | N
     major, minor = torch.cuda.get_device_capability()
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", f"{major}.{minor}")
     original = ext.load_inline
+    ext.remove_extension_h_precompiler_headers = lambda: None  # load_inline looks it up at each call
 
     def load_inline(name: str, cpp_sources: Any, cuda_sources: Any = None, **kw: Any) -> Any:
         sources = json.dumps([name, cpp_sources, cuda_sources, kw.get("functions"), kw.get("extra_cuda_cflags"),
@@ -286,7 +288,8 @@ class _Same:
 def _checksums(tensors: list[tuple[str, Any]]) -> Any:
     import torch
 
-    return torch.stack([t.detach().double().sum().nan_to_num() for _, t in tensors])
+    sums = [t.detach().double().sum().nan_to_num() for _, t in tensors]
+    return torch.stack(sums) if sums else torch.zeros(0, dtype=torch.float64)  # a model with no weights
 
 
 def _global_module_hooks() -> dict[str, tuple[Any, ...]]:

@@ -262,6 +262,16 @@ def test_reference_model_is_held_while_watched(guard: HarnessGuard, tamper: str)
     guard.check()  # no longer held once the block is over
 
 
+def test_a_reference_without_weights_is_watched(guard: HarnessGuard) -> None:
+    """Most references (an activation, a reduction) have no parameters or buffers."""
+    ref = torch.nn.ReLU().eval()
+    with guard.watching_model(ref, "reference"):
+        ref(torch.ones(2, 4))
+        guard.check()
+        ref.forward = lambda x: x
+        assert "reference.forward" in _replaced(guard)
+
+
 def test_compiling_the_reference_changes_nothing_held(guard: HarnessGuard) -> None:
     ref = _reference()
     with guard.watching_model(ref, "reference"):
@@ -269,3 +279,26 @@ def test_compiling_the_reference_changes_nothing_held(guard: HarnessGuard) -> No
         with torch.no_grad():
             assert torch.allclose(compiled(torch.ones(2, 4)), ref(torch.ones(2, 4)))
         guard.check()
+
+
+def test_a_build_without_the_header_leaves_it_for_the_others(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Stock `load_inline(use_pch=False)` deletes torch's shared precompiled header; a worker's
+    candidate with its own host flags must not take it from the workers building beside it."""
+    import torch.utils.cpp_extension as ext
+
+    removed: list[bool] = []
+    calls: list[dict[str, Any]] = []
+
+    def stock(name: str, cpp_sources: Any, cuda_sources: Any = None, **kw: Any) -> str:
+        calls.append(kw)
+        if not kw.get("use_pch"):
+            ext.remove_extension_h_precompiler_headers()  # what torch's load_inline does
+        return name
+
+    monkeypatch.setattr(ext, "remove_extension_h_precompiler_headers", lambda: removed.append(True))
+    monkeypatch.setattr(ext, "load_inline", stock)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    worker._patch_load_inline(str(tmp_path))
+    assert ext.load_inline("m", "int f();", None, extra_cflags=["-O2"]) == "m"
+    assert calls[0]["use_pch"] is False and not removed

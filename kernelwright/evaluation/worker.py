@@ -25,7 +25,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -554,15 +554,25 @@ def _threads() -> int:
         return threading.active_count()
 
 
-def _models(problem: ModuleType, candidate: ModuleType, seed: int) -> tuple[Any, Any]:
+@contextlib.contextmanager
+def _held_models(problem: ModuleType, candidate: ModuleType, seed: int, guard: HarnessGuard, warm: list[Any],
+                 device: str = "cuda") -> Iterator[tuple[Any, Any]]:
+    """(reference, candidate) models; the guard holds the reference from before the candidate's
+    constructor runs (which could otherwise reach it through gc first) until the block ends.
+
+    The reference runs once on `warm` before it is held: lazy modules materialise and caches a
+    forward fills on its first call are in place, so neither reads as tampering.
+    """
     import torch
 
     init = problem.get_init_inputs()
     torch.manual_seed(seed)
-    ref = problem.Model(*init).cuda().eval()
-    torch.manual_seed(seed)
-    new = candidate.ModelNew(*init).cuda().eval()
-    return ref, new
+    ref = problem.Model(*init).to(device).eval()
+    with torch.no_grad():
+        ref(*_clone(warm))
+    with guard.watching_model(ref, "reference"):
+        torch.manual_seed(seed)
+        yield ref, candidate.ModelNew(*init).to(device).eval()
 
 
 def _run_candidate(new: Any, inputs: list[Any], timer: Timer, guard: HarnessGuard, expected: Any) -> Any:
@@ -593,10 +603,10 @@ def check_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any
     import torch
 
     refs: list[Any] = []
-    with torch.no_grad():
-        ref_model, new_model = _models(problem, candidate, spec.seeds[0])  # one instance: caches persist
-        with guard.watching_model(ref_model, "reference"):
-            worst = _check_draws(problem, shape, spec, (timer, guard), (ref_model, new_model), refs)
+    warm = _draw_inputs(problem, shape, 1000 * spec.seeds[0], DISTRIBUTIONS[0])
+    # one instance of each for every draw: caches persist
+    with torch.no_grad(), _held_models(problem, candidate, spec.seeds[0], guard, warm) as models:
+        worst = _check_draws(problem, shape, spec, (timer, guard), models, refs)
     _check_problem_depends_on_input(refs)
     return worst
 
@@ -804,10 +814,9 @@ def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any]
     import torch
 
     timer, guard = harness
-    ref_model, new_model = _models(problem, candidate, spec.seeds[0])
     sets = [_draw_inputs(problem, shape, 7000 + i, "default") for i in range(3)]
     flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
-    with torch.no_grad(), guard.watching_model(ref_model, "reference"):
+    with torch.no_grad(), _held_models(problem, candidate, spec.seeds[0], guard, sets[0]) as (ref_model, new_model):
         phase = progress.write if progress is not None else (lambda **_: None)
         phase(phase="compile_baseline")
         compiled_model = _compiled(ref_model, sets) if ref.figures is None and spec.compile_baseline else None

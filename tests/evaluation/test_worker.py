@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -269,6 +271,51 @@ def test_a_reference_without_weights_is_watched(guard: HarnessGuard) -> None:
         ref(torch.ones(2, 4))
         guard.check()
         ref.forward = lambda x: x
+        assert "reference.forward" in _replaced(guard)
+
+
+class _LazyReference(torch.nn.Module):
+    """A reference whose first forward creates its weights (nn.LazyLinear)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.LazyLinear(3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x)
+
+
+class _ReachesTheReference(torch.nn.Module):
+    """A candidate whose constructor finds the reference instance (gc) and makes it agree."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        for obj in gc.get_objects():
+            if type(obj) is _LazyReference:
+                obj.forward = lambda x: torch.zeros(x.shape[0], 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(x.shape[0], 3)
+
+
+def _problem_and_candidate(new: type) -> tuple[ModuleType, ModuleType]:
+    problem, candidate = ModuleType("problem"), ModuleType("candidate")
+    problem.Model, problem.get_init_inputs = _LazyReference, list  # type: ignore[attr-defined]
+    candidate.ModelNew = new  # type: ignore[attr-defined]
+    return problem, candidate
+
+
+def test_a_lazy_reference_is_held_after_its_first_forward(guard: HarnessGuard) -> None:
+    problem, candidate = _problem_and_candidate(_LazyReference)
+    with worker._held_models(problem, candidate, 0, guard, [torch.ones(2, 4)], device="cpu") as (ref, _):
+        with torch.no_grad():
+            ref(torch.ones(2, 4))
+        guard.check()  # the weights LazyLinear made on the warm-up forward are the held ones
+
+
+def test_the_reference_is_held_before_the_candidate_is_constructed(guard: HarnessGuard) -> None:
+    problem, candidate = _problem_and_candidate(_ReachesTheReference)
+    with worker._held_models(problem, candidate, 0, guard, [torch.ones(2, 4)], device="cpu"):
         assert "reference.forward" in _replaced(guard)
 
 

@@ -826,7 +826,8 @@ def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any]
             runtime = _median_ms(new_model, sets, timer, spec, flush)
             if ref.figures is None:
                 ref_ms = _median_ms(ref_model, sets, timer, spec, flush)
-                compiled_ms = _median_ms(compiled_model, sets, timer, spec, flush) if compiled_model else None
+                compiled_ms = (_median_ms(compiled_model, sets, timer, spec, flush)
+                               if compiled_model is not None else None)  # OptimizedModule: bool() calls len()
                 _write_ref_cache(ref.path, ref_ms, compiled_ms)
             else:
                 ref_ms, compiled_ms = ref.figures

@@ -74,6 +74,16 @@ def test_verdict_json_round_trip() -> None:
 
 
 @pytest.mark.gpu
+def test_the_compile_baseline_is_timed_on_gpu(tmp_path: Path) -> None:
+    """`verify`'s default path: the reference's torch.compile baseline timed beside the reference
+    (an OptimizedModule's truth value calls len(), which a plain module lacks)."""
+    cfg = _cfg("honest_affine.py", compile_baseline=True, build_cache=str(tmp_path / "builds"))
+    verdict = verify_many([cfg], jobs=1)[0]
+    assert verdict.correct, verdict.detail
+    assert verdict.ref_compile_runtime_ms is not None and verdict.ref_compile_runtime_ms > 0
+
+
+@pytest.mark.gpu
 def test_fixtures_give_their_verdicts_on_gpu(tmp_path: Path) -> None:
     """Every cheat rejected with its reason, every fault contained, honest ones accepted after them."""
     names = sorted(EXPECTED, key=lambda n: (n.startswith("honest"), n))  # honest ones last

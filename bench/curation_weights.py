@@ -73,7 +73,8 @@ def synthetic(n_samples: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def polars_stage(tokens: pl.DataFrame, spans: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Exactly the calls `curate_samples` makes."""
-    weighted = token_weights(mark_sensitive(tokens.lazy(), spans.lazy()), PARAMS, in_order=True).collect()
+    marked = mark_sensitive(tokens.lazy(), spans.lazy(), in_order=True)
+    weighted = token_weights(marked, PARAMS, in_order=True).collect()
     per_sample = sample_weights(weighted.lazy(), PARAMS).collect()
     return weighted, per_sample
 

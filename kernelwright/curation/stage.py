@@ -237,16 +237,18 @@ def _span_frame(samples: list[Sample]) -> tuple[pl.DataFrame, dict[str, int]]:
     return frame, stats
 
 
-def mark_sensitive(tokens: pl.LazyFrame, spans: pl.LazyFrame) -> pl.LazyFrame:
+def mark_sensitive(tokens: pl.LazyFrame, spans: pl.LazyFrame, *, in_order: bool = False) -> pl.LazyFrame:
     """c_t and span_kind: a token is sensitive where its characters overlap a span.
 
     Where spans nest, the token takes the kind of the innermost (shortest) span; equal lengths:
-    the earlier span, then the kind's name. Rows come back sorted by (sample, pos).
+    the earlier span, then the kind's name. Rows come back sorted by (sample, pos). `in_order`:
+    they already come in that order (`_token_frame` builds them so), so they are not checked.
 
     Within a sample, token offsets grow with pos, so the tokens a span [s, e) overlaps are one run
     of rows (`_span_runs`); `_innermost` picks each row's span. No join and no group-by.
     """
-    t = sorted_by_sample_pos(tokens.collect())
+    t = tokens.collect()
+    t = t.with_columns(pl.col("sample").set_sorted()) if in_order else sorted_by_sample_pos(t)
     best, kinds = _innermost(_span_runs(_row_keys(t), spans.collect()), t.height)
     return t.with_columns(kinds.gather(best).alias("span_kind"), c=best.is_not_null()).lazy()
 
@@ -278,22 +280,19 @@ def _innermost(runs: pl.DataFrame, n_rows: int) -> tuple[pl.Series, pl.Series]:
     """(best, kinds): per row the place in `kinds` of its innermost span (null: in none), and the
     spans' kinds innermost first (length, start, kind).
 
-    The runs are expanded to (row, span) pairs, each one integer key row * KEY_BASE + _o, the
-    span's place innermost first; sorted, a row's first key names its span. Expanded in the order
-    of the runs' first rows the keys are nearly sorted already, which the sort is quick on.
+    The runs are painted onto the rows outermost first, each (row, span) pair one write of the
+    span's place: a row ends up holding its innermost span's. One expansion and one scatter, no
+    sort of the pairs. It rests on `Series.scatter` writing repeated indices in order (the last
+    write stays), which tests/curation/test_stage.py checks on the installed Polars.
     """
     length = pl.col("s_end") - pl.col("s_start")
     order = runs.select(pl.arg_sort_by(length * KEY_BASE + pl.col("s_start"), "kind")).to_series()
-    o = pl.Series("_o", [], dtype=pl.Int64).extend_constant(0, runs.height).scatter(
-        order, pl.int_range(runs.height, dtype=pl.Int64, eager=True))
-    lo, hi = (pl.col(c).cast(pl.Int64) * KEY_BASE + o for c in ("_lo", "_hi"))
-    pairs = runs.select(_k=pl.int_ranges(lo, hi, step=KEY_BASE)).explode("_k").sort("_k")
-    row = pl.col("_k") // KEY_BASE
-    first = pairs.lazy().filter((row != row.shift(1)).fill_null(True)).select(
-        _g=row, _o=(pl.col("_k") & (KEY_BASE - 1)).cast(pl.UInt32)).collect()
+    outer_first = runs.select("_lo", "_hi")[order.reverse()].with_columns(
+        _o=pl.int_range(pl.len(), 0, -1, dtype=pl.UInt32) - 1)  # place in `kinds`: len - 1 down to 0
+    pairs = outer_first.select(_g=pl.int_ranges("_lo", "_hi", dtype=pl.UInt32), _o="_o").explode("_g")
     # null, not a sentinel one past the kinds, where a row is in no span: `kinds` stays one chunk
     # (a gather from several is ~2x slower) and c is the null mask
-    best = pl.Series("_o", [], dtype=pl.UInt32).extend_constant(None, n_rows).scatter(first["_g"], first["_o"])
+    best = pl.Series("_o", [], dtype=pl.UInt32).extend_constant(None, n_rows).scatter(pairs["_g"], pairs["_o"])
     return best, runs["kind"].gather(order)
 
 
@@ -350,7 +349,7 @@ def curate_samples(samples: list[Sample], tokenizer: PreTrainedTokenizerBase, mo
         model_fingerprint(model, tokenizer), cfg.chunk_samples, progress,
     ).probs
     spans, span_stats = _span_frame(samples)
-    tokens = mark_sensitive(_token_frame(tokenized, probs).lazy(), spans.lazy())
+    tokens = mark_sensitive(_token_frame(tokenized, probs).lazy(), spans.lazy(), in_order=True)
     weighted = token_weights(tokens, cfg.cuset(), in_order=True).collect()
     per_sample = sample_weights(weighted.lazy(), cfg.cuset()).collect()
     data = assemble(weighted, per_sample, samples, tokenized)

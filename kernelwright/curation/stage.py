@@ -247,8 +247,7 @@ def mark_sensitive(tokens: pl.LazyFrame, spans: pl.LazyFrame, *, in_order: bool 
     Within a sample, token offsets grow with pos, so the tokens a span [s, e) overlaps are one run
     of rows (`_span_runs`); `_innermost` picks each row's span. No join and no group-by.
     """
-    t = tokens.collect()
-    t = t.with_columns(pl.col("sample").set_sorted()) if in_order else sorted_by_sample_pos(t)
+    t = sorted_by_sample_pos(tokens.collect(), in_order=in_order)
     best, kinds = _innermost(_span_runs(_row_keys(t), spans.collect()), t.height)
     return t.with_columns(kinds.gather(best).alias("span_kind"), c=best.is_not_null()).lazy()
 

@@ -50,13 +50,14 @@ def sample_key(x: pl.Expr) -> pl.Expr:
     return pl.col("sample") * KEY_BASE + x
 
 
-def sorted_by_sample_pos(frame: pl.DataFrame) -> pl.DataFrame:
+def sorted_by_sample_pos(frame: pl.DataFrame, *, in_order: bool = False) -> pl.DataFrame:
     """`frame` sorted by (sample, pos) with `sample` flagged sorted; not re-sorted when it already is.
 
     The check is one sortedness test of the key sample * KEY_BASE + pos (three passes over a
-    column); a two-column sort of 1M rows costs several times that.
+    column); a two-column sort of 1M rows costs several times that. `in_order`: the caller built
+    the rows in that order, so they are not checked either.
     """
-    if frame.height > 1 and not frame.select(sample_key(pl.col("pos"))).to_series().is_sorted():
+    if not in_order and frame.height > 1 and not frame.select(sample_key(pl.col("pos"))).to_series().is_sorted():
         frame = frame.sort("sample", "pos")
     return frame.with_columns(pl.col("sample").set_sorted())
 
@@ -121,8 +122,7 @@ def token_weights(tokens: pl.LazyFrame, params: CusetParams, *, in_order: bool =
     Works eagerly on the sorted rows: regions from the candidate rows only, masking from a
     per-sample top-k threshold; bench/curation_weights.py measures it.
     """
-    t = tokens.collect()
-    t = t.with_columns(pl.col("sample").set_sorted()) if in_order else sorted_by_sample_pos(t)
+    t = sorted_by_sample_pos(tokens.collect(), in_order=in_order)
     comp, p, c, high = pl.col("completion"), pl.col("p"), pl.col("c"), pl.col("high")
     t = t.with_columns(
         high=comp & (p >= params.tau_high).fill_null(False), low=comp & (p < params.tau_low).fill_null(False)

@@ -490,6 +490,11 @@ def _draw_inputs(problem: ModuleType, shape: dict[str, Any], seed: int, dist: st
     return out
 
 
+def _draw_check_inputs(problem: ModuleType, shape: dict[str, Any], seed: int, dist: str) -> list[Any]:
+    """The correctness draw of `seed` and distribution `dist` (each pair its own RNG seed)."""
+    return _draw_inputs(problem, shape, 1000 * seed + DISTRIBUTIONS.index(dist), dist)
+
+
 def _clone(inputs: list[Any]) -> list[Any]:
     import torch
 
@@ -603,7 +608,7 @@ def check_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any
     import torch
 
     refs: list[Any] = []
-    warm = _draw_inputs(problem, shape, 1000 * spec.seeds[0], DISTRIBUTIONS[0])
+    warm = _draw_check_inputs(problem, shape, spec.seeds[0], DISTRIBUTIONS[0])  # the first draw's inputs
     # one instance of each for every draw: caches persist
     with torch.no_grad(), _held_models(problem, candidate, spec.seeds[0], guard, warm) as models:
         worst = _check_draws(problem, shape, spec, (timer, guard), models, refs)
@@ -624,7 +629,7 @@ def _check_draws(problem: ModuleType, shape: dict[str, Any], spec: Spec, harness
     previous: tuple[str, Any] | None = None
     for dist in DISTRIBUTIONS:
         for seed in spec.seeds:
-            inputs = _draw_inputs(problem, shape, 1000 * seed + DISTRIBUTIONS.index(dist), dist)
+            inputs = _draw_check_inputs(problem, shape, seed, dist)
             expected = ref_model(*_clone(inputs))
             # candidate, (reference output kept alive), candidate again
             outs = [_run_candidate(new_model, _clone(inputs), timer, guard, expected) for _ in range(2)]

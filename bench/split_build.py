@@ -33,7 +33,7 @@ os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
 
 import torch.utils.cpp_extension as ext  # noqa: E402
 
-from kernelwright.evaluation.split_build import capture_load_inline, split_arguments  # noqa: E402
+from kernelwright.cuda.split_build import capture_load_inline, split_arguments  # noqa: E402
 
 ext.CUDA_HOME = os.environ["CUDA_HOME"]
 

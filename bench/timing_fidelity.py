@@ -22,8 +22,9 @@ from typing import Any
 import torch
 from triton.testing import do_bench
 
-from kernelwright.evaluation.problems import load_problems, suite_root
-from kernelwright.evaluation.worker import Spec, Timer, _draw_inputs, _median_ms, import_file
+from kernelwright.evaluation.candidates import suite_root
+from kernelwright.verifier.problems import load_problems
+from kernelwright.verifier.worker import Spec, Timer, _draw_inputs, _median_ms, import_file
 
 
 def ops(shapes: str) -> list[tuple[str, Any, dict[str, Any]]]:

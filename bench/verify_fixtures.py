@@ -17,9 +17,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from kernelwright.curation.seed import load_seed_tasks
-from kernelwright.evaluation.verdict import Verdict, median_phase_s
-from kernelwright.evaluation.verify import VerifyConfig, verify_many
+from kernelwright.seed import load_seed_tasks
+from kernelwright.verifier.verdict import Verdict, median_phase_s
+from kernelwright.verifier.verify import VerifyConfig, verify_many
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "verify"
 

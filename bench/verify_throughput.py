@@ -37,9 +37,9 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kernelwright.curation.seed import SeedTask, load_seed_tasks
-from kernelwright.evaluation.verdict import median_phase_s
-from kernelwright.evaluation.verify import VerifyConfig, verify_many
+from kernelwright.seed import SeedTask, load_seed_tasks
+from kernelwright.verifier.verdict import median_phase_s
+from kernelwright.verifier.verify import VerifyConfig, verify_many
 
 KB_BUILD = """
 import importlib.util, sys
@@ -96,7 +96,7 @@ def header_files() -> list[Path]:
 
 
 def _warm_header() -> float:
-    from kernelwright.evaluation.pch import build_header
+    from kernelwright.cuda.pch import build_header
 
     start = time.perf_counter()
     if not build_header(timeout_s=600.0):

@@ -90,7 +90,7 @@ def _evaluate(argv: Sequence[str]) -> int:
 
 
 def _verify(argv: Sequence[str]) -> int:
-    from kernelwright.evaluation.verify import VerifyConfig, exit_code, verify_one, write_json
+    from kernelwright.verifier.verify import VerifyConfig, exit_code, verify_one, write_json
 
     cfg = parse_config(VerifyConfig, argv, "kernelwright verify", "Verify one candidate against one problem.")
     if not cfg.problem or not cfg.candidate:

@@ -24,8 +24,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A tiny base model built once per test session from the seed corpus."""
-    from kernelwright.curation.seed import load_seed_tasks
-    from kernelwright.training.base_model import TinyModelSpec, build_tiny_model
+    from kernelwright.models import TinyModelSpec, build_tiny_model
+    from kernelwright.seed import load_seed_tasks
 
     texts = [t.reference + "\n" + t.solution for t in load_seed_tasks()]
     spec = TinyModelSpec(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=1)

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from kernelwright.curation.code_norm import code_tokens
+from kernelwright.code_norm import code_tokens
+from kernelwright.cuda.nvrtc import DEFAULT_ARCH
+from kernelwright.cuda.nvrtc_cache import compile_all
+from kernelwright.cuda.spans import cuda_source_of
+from kernelwright.cuda.static_checks import StaticReport, check_source
 from kernelwright.curation.near_dup import near_duplicates
-from kernelwright.curation.nvrtc_filter import compile_all
-from kernelwright.curation.spans import cuda_source_of
-from kernelwright.evaluation.nvrtc_check import DEFAULT_ARCH
-from kernelwright.evaluation.static_checks import StaticReport, check_source
 from kernelwright.prompting import extract_code
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from datasketch import MinHash, MinHashLSH
 
-from kernelwright.curation.code_norm import shingles
+from kernelwright.code_norm import shingles
 
 LSH_MAX_THRESHOLD = 0.9
 

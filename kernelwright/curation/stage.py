@@ -30,13 +30,12 @@ from transformers import PreTrainedTokenizerBase
 
 from kernelwright import atomic
 from kernelwright.config import config_to_params
+from kernelwright.cuda.nvrtc import DEFAULT_ARCH
+from kernelwright.cuda.spans import completion_spans
 from kernelwright.curation.confidence import ConfidenceScorer, model_fingerprint, score_chunked
-from kernelwright.curation.decontaminate import build_index, contaminated
 from kernelwright.curation.filters import FilterReport, FilterSettings, run_filters
 from kernelwright.curation.heatmap import weight_heatmap_html
 from kernelwright.curation.ingest import FIELDS, ingest, parse_map
-from kernelwright.curation.seed import SeedTask, load_seed_tasks, split_tasks
-from kernelwright.curation.spans import completion_spans
 from kernelwright.curation.weights import (
     KEY_BASE,
     CusetParams,
@@ -45,11 +44,12 @@ from kernelwright.curation.weights import (
     sorted_by_sample_pos,
     token_weights,
 )
+from kernelwright.decontaminate import build_index, contaminated
 from kernelwright.errors import UsageError
-from kernelwright.evaluation.nvrtc_check import DEFAULT_ARCH
+from kernelwright.models import load_base_model, load_tokenizer, resolve_base_model
 from kernelwright.prompting import completion_text, extract_code, prompt_messages
+from kernelwright.seed import SeedTask, load_seed_tasks, split_tasks
 from kernelwright.tracking import log_curated_dataset
-from kernelwright.training.base_model import load_base_model, load_tokenizer, resolve_base_model
 from kernelwright.workdir import resolve_workdir
 
 log = logging.getLogger(__name__)

@@ -12,15 +12,23 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from kernelwright import atomic
-from kernelwright.curation.seed import load_seed_tasks, split_tasks
 from kernelwright.errors import UsageError
-from kernelwright.evaluation.problems import Problem, load_problem, load_problems, suite_root
 from kernelwright.prompting import extract_code
+from kernelwright.seed import load_seed_tasks, split_tasks
+from kernelwright.verifier.problems import Problem, load_problem, load_problems
 
 BUILTIN = "builtin"
+
+
+def suite_root() -> Path:
+    """kernelwright's own problem suite (`--suite builtin`), shipped inside this package."""
+    return Path(str(resources.files("kernelwright.evaluation") / "suite"))
+
+
 SAMPLE_FILE = re.compile(r"^sample_(\d+)\.py$")
 
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelwright.curation.spans import cuda_source_of
+from kernelwright.cuda.nvrtc import compile_many
+from kernelwright.cuda.spans import cuda_source_of
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.candidates import Candidate
-from kernelwright.evaluation.nvrtc_check import compile_many
-from kernelwright.evaluation.verdict import Verdict
-from kernelwright.evaluation.verify import VerifyConfig, read_inputs, static_verdict
+from kernelwright.verifier.verdict import Verdict
+from kernelwright.verifier.verify import VerifyConfig, read_inputs, static_verdict
 
 NEVER_COMPILED = frozenset({"syntax_error", "no_candidate", "compile_error"})
 

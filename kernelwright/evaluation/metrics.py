@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Protocol
 
-from kernelwright.evaluation.verdict import Verdict
+from kernelwright.verifier.verdict import Verdict
 
 FAST_P_GRID = (0.0, 0.5, 0.8, 1.0, 1.2, 1.5, 2.0, 3.0, 5.0)
 CHEAT_REASONS = frozenset({

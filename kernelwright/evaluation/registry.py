@@ -1,67 +1,22 @@
-"""The model an evaluation generates with, and the champion gate over MLflow's registry.
+"""The champion gate over MLflow's registry.
 
-`--model` is a local HF checkpoint folder or a registry URI (`models:/kernelwright-coder@candidate`,
-`models:/kernelwright-coder/3`), loaded with `mlflow.transformers` (LoRA adapters included). A
-registered version carries its suite figures as tags (`kw.eval.*`); the `champion` alias moves to
-it only when the gate says so (gate.py), and only against a champion evaluated on the same suite.
+A registered version carries its suite figures as tags (`kw.eval.*`); the `champion` alias moves
+to it only when the gate says so (gate.py), and only against a champion evaluated on the same suite.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from kernelwright.errors import UsageError
 from kernelwright.evaluation.gate import CHAMPION, GateDecision, decide
+from kernelwright.models import ModelRef
 
 log = logging.getLogger(__name__)
 GATE_KEYS = ("fast_0", "fast_1", "compile_rate")
 TAG = "kw.eval."
-
-
-@dataclass(frozen=True)
-class ModelRef:
-    uri: str
-    name: str | None = None  # registered model name, when it is a registry URI
-    version: str | None = None
-
-
-def resolve_ref(model: str) -> ModelRef:
-    """A registry URI resolved to its version (aliases included); a path as it is."""
-    if not model.startswith("models:/"):
-        return ModelRef(uri=model)
-    rest = model[len("models:/"):]
-    name, sep, alias = rest.partition("@")
-    client = MlflowClient()
-    try:
-        if sep:
-            version = client.get_model_version_by_alias(name, alias).version
-        else:
-            name, _, version = rest.rpartition("/")
-            client.get_model_version(name, version)
-    except MlflowException as exc:
-        raise UsageError(f"cannot resolve {model} in the MLflow registry: {exc.message}") from None
-    return ModelRef(uri=f"models:/{name}/{version}", name=name, version=str(version))
-
-
-def load_model(ref: ModelRef) -> tuple[Any, Any]:
-    """(model, tokenizer) from a local folder or the registry; nothing is fetched from a hub."""
-    from kernelwright.training.base_model import load_base_model, load_tokenizer
-
-    if ref.version is None:
-        path = Path(ref.uri)
-        if not (path / "config.json").is_file():
-            raise UsageError(f"no model at {path}: train one first or pass --model PATH or models:/NAME@ALIAS")
-        return load_base_model(path).eval(), load_tokenizer(path)
-    import mlflow.transformers
-
-    parts = mlflow.transformers.load_model(ref.uri, return_type="components")  # type: ignore[attr-defined]
-    return parts["model"].eval(), parts["tokenizer"]
 
 
 def _version_figures(client: MlflowClient, name: str, version: str, suite: str) -> dict[str, float] | None:

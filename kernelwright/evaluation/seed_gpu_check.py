@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kernelwright.evaluation.worker import import_file, tolerance
+from kernelwright.verifier.worker import import_file, tolerance
 
 SEEDS = (0, 1, 2)
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         print(json.dumps(check_one(args.one)))  # noqa: T201 (child protocol: one JSON line)
         return 0
-    from kernelwright.curation.seed import seed_root
+    from kernelwright.seed import seed_root
 
     root = args.tasks or seed_root()
     tasks = [d for d in sorted(root.iterdir()) if (d / "solution.py").is_file()]

@@ -31,14 +31,15 @@ from kernelwright.config import config_to_params
 from kernelwright.evaluation.candidates import BUILTIN, candidates_from, select_problems, write_generations
 from kernelwright.evaluation.checking import Row, Verifier, check_candidates
 from kernelwright.evaluation.gate import GateDecision
-from kernelwright.evaluation.generation import HFBackend
 from kernelwright.evaluation.metrics import FAST_P_GRID, suite_metrics
 from kernelwright.evaluation.plots import category_groups, speedup_distribution
-from kernelwright.evaluation.problems import Problem
-from kernelwright.evaluation.registry import ModelRef, load_model, record_and_gate, resolve_ref
-from kernelwright.evaluation.verdict import Verdict
-from kernelwright.evaluation.verify import VerifyConfig, cuda_available, run_workers
+from kernelwright.evaluation.registry import record_and_gate
+from kernelwright.generation import HFBackend
+from kernelwright.models import ModelRef, load_model, resolve_ref
 from kernelwright.prompting import prompt_messages
+from kernelwright.verifier.problems import Problem
+from kernelwright.verifier.verdict import Verdict
+from kernelwright.verifier.verify import VerifyConfig, cuda_available, run_workers
 from kernelwright.workdir import resolve_workdir
 
 NO_GPU_REASON = "no CUDA device on this machine: correctness and timing were not measured"

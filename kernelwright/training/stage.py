@@ -31,8 +31,8 @@ from trl import SFTConfig
 from kernelwright import atomic
 from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
+from kernelwright.models import load_base_model, load_tokenizer, resolve_base_model
 from kernelwright.tracking import REGISTERED_MODEL, log_curated_dataset, set_alias, setup_tracking
-from kernelwright.training.base_model import load_base_model, load_tokenizer, resolve_base_model
 from kernelwright.training.cuset_trainer import (
     WEIGHT_COLUMNS,
     WEIGHTINGS,

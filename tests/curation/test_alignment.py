@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 
 from kernelwright.curation.stage import CurateConfig, curate_samples, seed_samples
+from kernelwright.models import load_base_model, load_tokenizer
 from kernelwright.prompting import prompt_messages
-from kernelwright.training.base_model import load_base_model, load_tokenizer
 from kernelwright.training.stage import TrainConfig, build_trainer, drop_unlearnable, load_curated
 
 

@@ -19,7 +19,7 @@ from kernelwright.curation.confidence import (
     model_fingerprint,
     score_chunked,
 )
-from kernelwright.training.base_model import load_base_model, load_tokenizer
+from kernelwright.models import load_base_model, load_tokenizer
 
 
 def _sequences(n: int = 11, seed: int = 0) -> list[list[int]]:

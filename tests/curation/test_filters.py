@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelwright.curation.code_norm import code_tokens
+from kernelwright.code_norm import code_tokens
+from kernelwright.cuda.static_checks import check_source
 from kernelwright.curation.filters import FilterReport, FilterSettings, run_filters
 from kernelwright.curation.near_dup import near_duplicates
-from kernelwright.curation.seed import load_seed_tasks
-from kernelwright.evaluation.static_checks import check_source
 from kernelwright.prompting import completion_text
+from kernelwright.seed import load_seed_tasks
 
 GOOD = '''
 import torch

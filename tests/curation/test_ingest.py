@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from kernelwright.curation.ingest import ingest, ingest_one, parse_map
-from kernelwright.curation.seed import load_seed_tasks, seed_root
 from kernelwright.errors import UsageError
 from kernelwright.prompting import completion_text
+from kernelwright.seed import load_seed_tasks, seed_root
 
 TASKS = load_seed_tasks()[:3]
 RECORDS = [{"level_id": 1, "task_id": i + 1, "ref_code": t.reference, "custom_code": t.solution, "score": 1.5}

@@ -9,7 +9,7 @@ import pytest
 from kernelwright.curation.filters import FilterReport
 from kernelwright.curation.stage import CurateConfig, _innermost, curate_samples, seed_samples, tokenize_sample
 from kernelwright.errors import UsageError
-from kernelwright.training.base_model import load_base_model, load_tokenizer
+from kernelwright.models import load_base_model, load_tokenizer
 
 
 def test_too_long_samples_are_dropped_before_weighting(tiny_model_dir: Path) -> None:
@@ -34,7 +34,7 @@ def test_too_long_samples_are_dropped_before_weighting(tiny_model_dir: Path) -> 
 def _corpus(path: Path) -> Path:
     import json
 
-    from kernelwright.curation.seed import load_seed_tasks
+    from kernelwright.seed import load_seed_tasks
 
     recs = [{"level_id": 1, "task_id": i + 1, "ref_code": t.reference, "custom_code": t.solution}
             for i, t in enumerate(load_seed_tasks()[::24][:3])]

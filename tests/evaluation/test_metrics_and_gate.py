@@ -7,7 +7,7 @@ import pytest
 
 from kernelwright.evaluation.gate import decide
 from kernelwright.evaluation.metrics import fast_p, geomean_speedup, suite_metrics, summary
-from kernelwright.evaluation.verdict import Verdict
+from kernelwright.verifier.verdict import Verdict
 
 
 def _v(reason: str, speedup: float | None = None) -> Verdict:

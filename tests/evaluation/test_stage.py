@@ -14,9 +14,9 @@ from mlflow.tracking import MlflowClient
 from kernelwright.evaluation import stage
 from kernelwright.evaluation.candidates import candidates_from, select_problems
 from kernelwright.evaluation.stage import EvaluateConfig, evaluate
-from kernelwright.evaluation.verdict import Verdict
-from kernelwright.evaluation.verify import VerifyConfig
 from kernelwright.tracking import setup_tracking
+from kernelwright.verifier.verdict import Verdict
+from kernelwright.verifier.verify import VerifyConfig
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 

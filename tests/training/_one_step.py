@@ -11,7 +11,7 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl import SFTConfig
 
-from kernelwright.training.base_model import load_base_model, load_tokenizer
+from kernelwright.models import load_base_model, load_tokenizer
 from kernelwright.training.cuset_trainer import CusetCollator, CusetSFTTrainer
 
 TOL = 1e-5

@@ -9,7 +9,7 @@ import torch
 from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
-from kernelwright.training.base_model import load_base_model, load_tokenizer
+from kernelwright.models import load_base_model, load_tokenizer
 from kernelwright.training.cuset_trainer import CusetCollator, CusetSFTTrainer
 
 

@@ -17,7 +17,7 @@ import torch
 from datasets import Dataset
 from trl import SFTConfig
 
-from kernelwright.training.base_model import load_base_model, load_tokenizer
+from kernelwright.models import load_base_model, load_tokenizer
 from kernelwright.training.cuset_trainer import CusetCollator, CusetSFTTrainer
 from kernelwright.training.stage import TrainConfig, _sft_args
 from tests.training._one_step import TOL, _examples, _rel, assert_same_step, one_step

@@ -1,6 +1,6 @@
 """Normalised code tokens: the text near-duplicate removal and decontamination compare.
 
-    python -c "from kernelwright.curation.code_norm import code_tokens; print(code_tokens(open('f.py').read()))"
+    python -c "from kernelwright.code_norm import code_tokens; print(code_tokens(open('f.py').read()))"
 
 Python is read with `tokenize`: comments, newlines and indentation are dropped; the contents of
 string literals (where the CUDA source lives) are split into C-like tokens with their `//` and

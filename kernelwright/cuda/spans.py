@@ -61,7 +61,7 @@ class SpanResult:
 
 
 @lru_cache(maxsize=1)
-def _parser() -> tree_sitter.Parser:
+def cuda_parser() -> tree_sitter.Parser:
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_cuda.language()))
 
 
@@ -162,7 +162,7 @@ def _macro_spans(root: tree_sitter.Node, result: SpanResult) -> list[tuple[int, 
         if body is None:
             continue
         wrapped = _MACRO_WRAP.encode() + body.text + b";\n}\n" if body.text else b""
-        tree = _parser().parse(wrapped)
+        tree = cuda_parser().parse(wrapped)
         if tree.root_node.has_error:
             result.macros_unparsed += 1
             continue
@@ -185,7 +185,7 @@ def cuda_source_spans(cuda: str, result: SpanResult | None = None) -> list[Span]
     """Spans (character offsets into `cuda`) of the CUDA-critical constructs of a CUDA source."""
     result = result if result is not None else SpanResult()
     data = cuda.encode("utf-8")
-    root = _parser().parse(data).root_node
+    root = cuda_parser().parse(data).root_node
     raw = sorted(set(_node_spans(root) + _macro_spans(root, result)))
     if len(data) == len(cuda):  # ASCII: bytes are characters
         return [Span(s, e, k) for s, e, k in raw]

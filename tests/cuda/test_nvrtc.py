@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from kernelwright.curation.seed import load_seed_tasks
-from kernelwright.curation.spans import cuda_source_of
-from kernelwright.evaluation.device_code import device_source
-from kernelwright.evaluation.nvrtc_check import compile_device_code, compile_many
+from kernelwright.cuda.device_code import device_source
+from kernelwright.cuda.nvrtc import compile_device_code, compile_many
+from kernelwright.cuda.spans import cuda_source_of
+from kernelwright.seed import load_seed_tasks
 
 LOAD_INLINE_SOURCE = r"""
 #include <torch/extension.h>
@@ -53,7 +53,7 @@ def test_clean_compile_leaves_python_bytes_intact() -> None:
 
     import torch
 
-    from kernelwright.evaluation.nvrtc_check import _compile_cached
+    from kernelwright.cuda.nvrtc import _compile_cached
 
     source = "__global__ void kw_clean_log(float* x) { x[threadIdx.x] = 1.0f; }"
     assert _compile_cached("clean-log-test", source, "compute_90").ok

@@ -35,8 +35,8 @@ from typing import Any
 
 import tree_sitter
 
-from kernelwright.curation.spans import _parser
-from kernelwright.evaluation.device_code import TORCH_API, TORCH_INCLUDE
+from kernelwright.cuda.device_code import TORCH_API, TORCH_INCLUDE
+from kernelwright.cuda.spans import cuda_parser
 
 DEVICE_PRELUDE = """\
 #include <cstdint>
@@ -178,7 +178,7 @@ def split_sources(cuda_source: str) -> Split | None:
 
 def _split(cuda_source: str) -> Split:  # noqa: C901, PLR0912, PLR0915 - one pass over the top-level items
     data = cuda_source.encode("utf-8")
-    root = _parser().parse(data).root_node
+    root = cuda_parser().parse(data).root_node
     for node in root.named_children:  # tree-sitter misreads e.g. `#pragma unroll` between nested loops:
         if node.has_error and not _device_body_error(node):  # fine inside a device function body (copied as is)
             raise _NotSplittable("parse error")
@@ -404,7 +404,7 @@ def split_arguments(cpp_sources: Any, cuda_sources: Any, kw: dict[str, Any]) -> 
 
 
 def _defined_names(source: str) -> set[str]:
-    root = _parser().parse(source.encode("utf-8")).root_node
+    root = cuda_parser().parse(source.encode("utf-8")).root_node
     out: set[str] = set()
     for node in root.named_children:
         fn = _fn_of(node)

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.curation.code_norm import code_tokens
-from kernelwright.curation.decontaminate import build_index, contaminated, matches
+from kernelwright.code_norm import code_tokens
 from kernelwright.curation.filters import FilterSettings, run_filters
 from kernelwright.curation.ingest import ingest, parse_map
-from kernelwright.curation.seed import load_seed_tasks
 from kernelwright.curation.stage import samples_of
+from kernelwright.decontaminate import build_index, contaminated, matches
 from kernelwright.errors import UsageError
-from kernelwright.evaluation.problems import suite_root
+from kernelwright.evaluation.candidates import suite_root
 from kernelwright.prompting import extract_code
+from kernelwright.seed import load_seed_tasks
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CUDA_L1 = Path("/work/shared/corpus/cuda-l1-h100.jsonl")
 
 

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from kernelwright.evaluation import split_build
-from kernelwright.evaluation.split_build import (
+from kernelwright.cuda.split_build import (
     capture_load_inline,
     split_arguments,
     split_reason,
     split_sources,
     try_split_build,
 )
+from kernelwright.cuda import split_build
 
 ROOT = Path(__file__).resolve().parents[2]
 NVCC = shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc", "/usr/local/cuda-13.0/bin/nvcc")
@@ -241,7 +241,7 @@ def test_try_split_build_calls_load_inline_split_and_falls_back(tmp_path: Path) 
 
 
 def test_verify_config_split_build_reaches_the_worker_spec() -> None:
-    from kernelwright.evaluation.verify import VerifyConfig, make_spec
+    from kernelwright.verifier.verify import VerifyConfig, make_spec
 
     assert make_spec(VerifyConfig(problem="p.py", candidate="c.py")).split_build is True
     assert make_spec(VerifyConfig(problem="p.py", candidate="c.py", split_build=False)).split_build is False

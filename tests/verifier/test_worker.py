@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import torch
 
-from kernelwright.evaluation import worker
-from kernelwright.evaluation.worker import HarnessGuard, Rejected
+from kernelwright.verifier import worker
+from kernelwright.verifier.worker import HarnessGuard, Rejected
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import re
 
 import tree_sitter
 
-from kernelwright.curation.spans import _parser, is_device_function
+from kernelwright.cuda.spans import cuda_parser, is_device_function
 
 TORCH_INCLUDE = re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/|pybind11/|Python\.h)")
 TORCH_API = re.compile(r"\b(torch|at|c10|pybind11|py)::|\bTORCH_|\bAT_DISPATCH")
@@ -39,7 +39,7 @@ def _keep(node: tree_sitter.Node) -> bool:
 def device_source(cuda_source: str) -> str:
     """The parts of `cuda_source` NVRTC can compile: everything but the host-side torch glue."""
     data = cuda_source.encode("utf-8")
-    root = _parser().parse(data).root_node
+    root = cuda_parser().parse(data).root_node
     kept = [data[c.start_byte:c.end_byte].decode("utf-8", "replace") for c in root.children if _keep(c)]
     prelude = ["#include <kw_torch_prelude.h>"] if TORCH_INCLUDE.search(cuda_source) else []
     return "\n".join(prelude + kept) + "\n"

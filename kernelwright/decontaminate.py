@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelwright.curation.code_norm import code_tokens, shingles
+from kernelwright.code_norm import code_tokens, shingles
 from kernelwright.errors import UsageError
 
 

@@ -14,7 +14,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from kernelwright.evaluation.device_code import device_source
+from kernelwright.cuda.device_code import device_source
 
 DEFAULT_ARCH = "compute_90"
 
@@ -30,7 +30,7 @@ class NvrtcResult:
 @lru_cache(maxsize=1)
 def include_dirs() -> tuple[str, ...]:
     """Shims for host-libc headers first, then the CUDA headers from the nvidia-cuda-runtime wheel."""
-    dirs = [str(resources.files("kernelwright.evaluation") / "nvrtc_shims")]
+    dirs = [str(resources.files("kernelwright.cuda") / "nvrtc_shims")]
     try:
         import nvidia.cu13  # type: ignore[import-not-found]
 

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kernelwright import atomic
-from kernelwright.evaluation.device_code import device_source
-from kernelwright.evaluation.nvrtc_check import DEFAULT_ARCH, NvrtcResult, compile_device_code
+from kernelwright.cuda.device_code import device_source
+from kernelwright.cuda.nvrtc import DEFAULT_ARCH, NvrtcResult, compile_device_code
 
 
 @dataclass

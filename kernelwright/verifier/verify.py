@@ -21,12 +21,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kernelwright import atomic
+from kernelwright.cuda.pch import header_built_alongside
+from kernelwright.cuda.static_checks import check_source
 from kernelwright.errors import NoCudaDevice, UsageError
-from kernelwright.evaluation.pch import header_built_alongside
-from kernelwright.evaluation.problems import parse_problem_source
-from kernelwright.evaluation.static_checks import check_source
-from kernelwright.evaluation.verdict import Verdict
-from kernelwright.evaluation.worker import Spec
+from kernelwright.verifier.problems import parse_problem_source
+from kernelwright.verifier.verdict import Verdict
+from kernelwright.verifier.worker import Spec
 
 
 @dataclass
@@ -139,7 +139,7 @@ def run_worker(spec: Spec, timeout_s: float, host_memory_gb: float = 0.0) -> Ver
         spec_path = Path(tmp) / "spec.json"
         spec.result = str(Path(tmp) / "result.json")
         spec_path.write_text(json.dumps(asdict(spec)))
-        cmd = [sys.executable, "-m", "kernelwright.evaluation.worker", str(spec_path)]
+        cmd = [sys.executable, "-m", "kernelwright.verifier.worker", str(spec_path)]
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         outcome, err = watch(proc, timeout_s, int(host_memory_gb * 2**30))

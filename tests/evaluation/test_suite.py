@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.curation.seed import load_seed_tasks
 from kernelwright.errors import UsageError
-from kernelwright.evaluation.problems import load_problem, load_problems, suite_root
+from kernelwright.evaluation.candidates import suite_root
+from kernelwright.seed import load_seed_tasks
+from kernelwright.verifier.problems import load_problem, load_problems
 
 CATEGORIES = {"elementwise", "math", "reduction", "normalization", "softmax", "matmul", "convolution", "pooling",
               "loss", "indexing", "fusion", "quantization"}
@@ -70,7 +71,7 @@ def test_suite_references_run_on_every_shape_on_gpu() -> None:
     """Each suite reference runs on every shape: finite output, and it depends on the input."""
     import torch
 
-    from kernelwright.evaluation.worker import _draw_inputs, import_file
+    from kernelwright.verifier.worker import _draw_inputs, import_file
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

@@ -1,4 +1,4 @@
-"""The parent's precompiled-header build and the workers' wait for it (kernelwright.evaluation.pch)."""
+"""The parent's precompiled-header build and the workers' wait for it (kernelwright.cuda.pch)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch.utils.cpp_extension as ext
 
-from kernelwright.evaluation import pch
+from kernelwright.cuda import pch
 
 
 def test_header_is_used_only_without_host_flags() -> None:

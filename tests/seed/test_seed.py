@@ -3,8 +3,8 @@ from __future__ import annotations
 import ast
 from collections import Counter
 
-from kernelwright.curation.seed import load_seed_tasks, split_tasks
-from kernelwright.evaluation.static_checks import check_source
+from kernelwright.cuda.static_checks import check_source
+from kernelwright.seed import load_seed_tasks, split_tasks
 
 REQUIRED_CATEGORIES = {
     "elementwise", "math", "reduction", "normalization", "softmax", "matmul", "convolution", "pooling",

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from kernelwright.curation.spans import completion_spans, cuda_source_spans, python_file_spans
+from kernelwright.cuda.spans import completion_spans, cuda_source_spans, python_file_spans
 from kernelwright.prompting import completion_text
 
 CUDA = """#define IDX(r, c) ((r) * blockDim.x + (c))

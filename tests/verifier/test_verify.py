@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kernelwright.cli import main
-from kernelwright.evaluation.verdict import REASON_STATUS, Verdict
-from kernelwright.evaluation.verify import VerifyConfig, static_verdict, verify_many, watch
+from kernelwright.verifier.verdict import REASON_STATUS, Verdict
+from kernelwright.verifier.verify import VerifyConfig, static_verdict, verify_many, watch
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 EXPECTED: dict[str, dict[str, str]] = json.loads((FIXTURES / "expected.json").read_text())
@@ -116,7 +116,7 @@ def test_watch_kills_on_host_memory_and_time_limits() -> None:
 
 def test_worker_kernel_names_see_launch_bounds_after_the_return_type(tmp_path: Path) -> None:
     """The profiler share counts kernels by these names: `void __launch_bounds__(256) k` is `k`."""
-    from kernelwright.evaluation.worker import _kernel_names
+    from kernelwright.verifier.worker import _kernel_names
 
     src = tmp_path / "c.py"
     src.write_text('cuda = """\n__global__ void __launch_bounds__(256) k(float* x) {}\n'
@@ -125,7 +125,7 @@ def test_worker_kernel_names_see_launch_bounds_after_the_return_type(tmp_path: P
 
 
 def test_progress_accumulates_seconds_per_phase(tmp_path: Path) -> None:
-    from kernelwright.evaluation.worker import Progress
+    from kernelwright.verifier.worker import Progress
 
     progress = Progress(tmp_path / "state.json")
     for phase in ("compile", "timing", "compile", "done"):
@@ -138,7 +138,7 @@ def test_progress_accumulates_seconds_per_phase(tmp_path: Path) -> None:
 
 def test_worker_verdict_carries_its_phase_seconds(tmp_path: Path) -> None:
     """Whatever the worker ends with, the verdict says where its time went (worker_wall: the process)."""
-    from kernelwright.evaluation.verify import make_spec, run_worker
+    from kernelwright.verifier.verify import make_spec, run_worker
 
     spec = make_spec(_cfg("honest_affine.py", build_cache=str(tmp_path / "builds")))
     verdict = run_worker(spec, timeout_s=120.0)
@@ -147,7 +147,7 @@ def test_worker_verdict_carries_its_phase_seconds(tmp_path: Path) -> None:
 
 
 def test_median_phase_seconds_over_the_verdicts_that_had_the_phase() -> None:
-    from kernelwright.evaluation.verdict import median_phase_s
+    from kernelwright.verifier.verdict import median_phase_s
 
     a = Verdict.of("ok", build="split", phase_s={"compile": 8.0, "timing": 1.0, "worker_wall": 12.0})
     b = Verdict.of("ok", phase_s={"compile": 2.0, "worker_wall": 4.0})

@@ -1,6 +1,6 @@
 """torch's precompiled `torch/extension.h`, built once by the parent while the first workers start.
 
-    (used by kernelwright.evaluation.verify.run_workers and the worker's load_inline)
+    (used by kernelwright.verifier.verify.run_workers and the worker's load_inline)
 
 `load_inline(..., use_pch=True)` keeps one precompiled header in torch's include folder and
 rebuilds it (tens of seconds, ~800 MB) whenever it is missing or was built with other flags. Many

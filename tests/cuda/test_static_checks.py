@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from kernelwright.evaluation.static_checks import check_source
+from kernelwright.cuda.static_checks import check_source
 
 GOOD = '''
 from torch.utils.cpp_extension import load_inline

@@ -1,11 +1,13 @@
-"""The base model: a user's local HF checkpoint, or a tiny one built here when none is given.
+"""Models and tokenizers: a user's local HF checkpoint, a tiny one built here, or a registry URI.
 
-    .venv/bin/python -m kernelwright.training.base_model   # builds ./.kernelwright/base-model
+    .venv/bin/python -m kernelwright.models   # builds ./.kernelwright/base-model
 
 The tiny model is what the embedded defaults train on a CPU: a byte-level BPE tokenizer trained
 with `tokenizers` on the seed corpus (ChatML special tokens and chat template), and a small
 Qwen2 model from `AutoConfig` with random weights, saved as an ordinary HF checkpoint folder.
 Either way the model is loaded by `load_base_model` through the same `from_pretrained` path.
+A registry URI (`models:/kernelwright-coder@candidate`, `models:/kernelwright-coder/3`) is resolved
+to its version by `resolve_ref` and loaded with `mlflow.transformers` by `load_model`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -119,7 +122,7 @@ def resolve_base_model(base_model: str | None, workdir: Path) -> Path:
     from the seed corpus, the same texts whichever stage builds it)."""
     if base_model:
         return Path(base_model)
-    from kernelwright.curation.seed import load_seed_tasks
+    from kernelwright.seed import load_seed_tasks
 
     texts = [t.reference + "\n" + t.solution for t in load_seed_tasks()]
     return ensure_base_model(base_model_dir(workdir), texts)
@@ -151,3 +154,44 @@ if __name__ == "__main__":
 
     logging.basicConfig(level=logging.INFO)
     resolve_base_model(None, resolve_workdir())
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    uri: str
+    name: str | None = None  # registered model name, when it is a registry URI
+    version: str | None = None
+
+
+def resolve_ref(model: str) -> ModelRef:
+    """A registry URI resolved to its version (aliases included); a path as it is."""
+    if not model.startswith("models:/"):
+        return ModelRef(uri=model)
+    rest = model[len("models:/"):]
+    name, sep, alias = rest.partition("@")
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    try:
+        if sep:
+            version = client.get_model_version_by_alias(name, alias).version
+        else:
+            name, _, version = rest.rpartition("/")
+            client.get_model_version(name, version)
+    except MlflowException as exc:
+        raise UsageError(f"cannot resolve {model} in the MLflow registry: {exc.message}") from None
+    return ModelRef(uri=f"models:/{name}/{version}", name=name, version=str(version))
+
+
+def load_model(ref: ModelRef) -> tuple[Any, Any]:
+    """(model, tokenizer) from a local folder or the registry; nothing is fetched from a hub."""
+    if ref.version is None:
+        path = Path(ref.uri)
+        if not (path / "config.json").is_file():
+            raise UsageError(f"no model at {path}: train one first or pass --model PATH or models:/NAME@ALIAS")
+        return load_base_model(path).eval(), load_tokenizer(path)
+    import mlflow.transformers
+
+    parts = mlflow.transformers.load_model(ref.uri, return_type="components")  # type: ignore[attr-defined]
+    return parts["model"].eval(), parts["tokenizer"]

@@ -1,4 +1,4 @@
-"""Problems: KernelBench-style files read as they are, and kernelwright's own suite.
+"""Problems: KernelBench-style files read as they are (kernelwright's own suite uses the same format).
 
 A problem file defines `Model`, `get_inputs()` and `get_init_inputs()` (KernelBench). The
 suite's files add `CATEGORY`, `DTYPE`, `SHAPES` (keyword arguments of `get_inputs`, the first
@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +88,3 @@ def load_problems(folder: Path) -> list[Problem]:
     if not problems:
         raise UsageError(f"no problem files (*.py) under {folder}")
     return problems
-
-
-def suite_root() -> Path:
-    return Path(str(resources.files("kernelwright.evaluation") / "suite"))

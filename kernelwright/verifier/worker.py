@@ -1,11 +1,11 @@
 """The verification worker: one candidate, one problem, one fresh process (and CUDA context).
 
-    python -m kernelwright.evaluation.worker SPEC.json      # started by kernelwright.evaluation.verify
+    python -m kernelwright.verifier.worker SPEC.json      # started by kernelwright.verifier.verify
 
 SPEC.json names the problem, the candidate, the result file and the protocol options. The worker
 writes its progress (`phase`) and finally its verdict to the result file, atomically, so that the
 parent can tell where a worker that died (crash, `os._exit`, timeout) was. Protocol:
-../shared/design/verification.md; the reason codes are in `kernelwright.evaluation.verdict`.
+../shared/design/verification.md; the reason codes are in `kernelwright.verifier.verdict`.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from types import ModuleType
 from typing import Any
 
 from kernelwright import atomic
-from kernelwright.evaluation.pch import use_header
-from kernelwright.evaluation.static_checks import kernel_names
-from kernelwright.evaluation.verdict import ShapeResult, Verdict
+from kernelwright.cuda.pch import use_header
+from kernelwright.cuda.static_checks import kernel_names
+from kernelwright.verifier.verdict import ShapeResult, Verdict
 
 DISTRIBUTIONS = ("default", "signed", "heavy_tailed", "small")
 
@@ -134,7 +134,7 @@ def _patch_load_inline(cache: str | None, split: bool = False, pch_lock: str | N
             Path(kw["build_directory"]).mkdir(parents=True, exist_ok=True)
         kw["use_pch"] = use_header(kw, pch_lock)
         if split:  # None: not splittable or the split build failed
-            from kernelwright.evaluation.split_build import try_split_build
+            from kernelwright.cuda.split_build import try_split_build
             if (module := try_split_build(original, name, cpp_sources, cuda_sources, kw)) is not None:
                 BUILD_PATHS.append("split")
                 return module
@@ -182,7 +182,7 @@ def import_file(path: Path, name: str) -> ModuleType:
 
 GUARDED_MODULES = ("builtins", "time", "math", "json", "os", "ctypes", "torch", "torch.cuda", "torch.nn.functional",
                    "torch.linalg", "torch.testing", "torch.profiler", "torch.autograd",
-                   "kernelwright.evaluation.verdict", "kernelwright.evaluation.static_checks",
+                   "kernelwright.verifier.verdict", "kernelwright.cuda.static_checks",
                    "kernelwright.atomic", "tempfile", "shutil", "pathlib")  # the last four: how the verdict is written
 
 

@@ -1,0 +1,98 @@
+"""The layering rule: a stage never imports another stage; shared layers import no stage.
+
+Layers, bottom up:
+- base: errors, atomic, config, workdir, tracking, prompting, code_norm;
+- shared: cuda (CUDA source tools), models, seed, verifier, generation, decontaminate;
+- stages: curation, training, evaluation, serving;
+- orchestration: pipeline, cli (and later serve, retrain), which alone compose stages.
+
+Every import is checked, the ones inside functions included, and `importlib.import_module` /
+`python -m` strings naming a kernelwright module.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "kernelwright"
+BASE = {"__init__", "errors", "atomic", "config", "workdir", "tracking", "prompting", "code_norm"}
+SHARED = {"cuda", "models", "seed", "verifier", "generation", "decontaminate"}
+STAGES = {"curation", "training", "evaluation", "serving"}
+ORCHESTRATION = {"pipeline", "cli", "serve", "retrain"}
+RANK = {**dict.fromkeys(BASE, 0), **dict.fromkeys(SHARED, 1), **dict.fromkeys(STAGES, 2),
+        **dict.fromkeys(ORCHESTRATION, 3)}
+MODULE_STRING = re.compile(r"^kernelwright\.(\w+)")
+DATA_DIRS = ("seed/tasks", "evaluation/suite")
+
+
+def top_of(dotted: str) -> str | None:
+    parts = dotted.split(".")
+    return parts[1] if parts[0] == "kernelwright" and len(parts) > 1 else None
+
+
+def imported_tops(tree: ast.AST, module: str) -> list[tuple[int, str]]:
+    """(line, top-level kernelwright part) of every import in the tree, at any depth."""
+    found: list[tuple[int, str]] = []
+    package = module.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                names = [".".join(base + ([node.module] if node.module else []))]
+            elif node.module == "kernelwright":
+                names = [f"kernelwright.{a.name}" for a in node.names]
+            elif node.module:
+                names = [node.module]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_STRING.match(node.value):
+            names = [node.value]
+        found += [(node.lineno, top) for n in names if (top := top_of(n))]
+    return found
+
+
+def violations(root: Path) -> list[str]:
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(DATA_DIRS):
+            continue
+        module = "kernelwright." + rel[:-3].replace("/", ".")
+        own = top_of(module)
+        assert own in RANK, f"{rel}: not in any layer; add it to tests/test_layers.py"
+        for line, top in imported_tops(ast.parse(path.read_text(encoding="utf-8")), module):
+            if top == own or top not in RANK:
+                continue
+            if RANK[top] > RANK[own] or (RANK[own] == 2 and RANK[top] == 2):
+                out.append(f"{rel}:{line}: {own} imports {top}")
+    return out
+
+
+def test_no_stage_imports_another_stage_and_no_layer_imports_upwards() -> None:
+    assert violations(PACKAGE) == []
+
+
+def test_checker_sees_function_level_relative_and_string_imports(tmp_path: Path) -> None:
+    pkg = tmp_path / "kernelwright"
+    (pkg / "curation").mkdir(parents=True)
+    (pkg / "cuda").mkdir()
+    (pkg / "curation" / "a.py").write_text("def f():\n    from kernelwright.evaluation import stage\n")
+    (pkg / "curation" / "b.py").write_text("from ..training import stage\n")
+    (pkg / "cuda" / "c.py").write_text("import importlib\nimportlib.import_module('kernelwright.curation.stage')\n")
+    (pkg / "cuda" / "d.py").write_text("from kernelwright import pipeline\n")
+    (pkg / "curation" / "ok.py").write_text("from kernelwright.cuda import spans\nfrom . import a\n")
+    found = violations(pkg)
+    assert found == ["cuda/c.py:2: cuda imports curation", "cuda/d.py:1: cuda imports pipeline",
+                     "curation/a.py:2: curation imports evaluation", "curation/b.py:1: curation imports training"]
+
+
+@pytest.mark.parametrize("layer", sorted(RANK))
+def test_every_layer_named_exists(layer: str) -> None:
+    if layer in {"serve", "retrain"}:
+        pytest.skip(f"{layer} is reserved for the orchestration layer")
+    assert (PACKAGE / layer).is_dir() or (PACKAGE / f"{layer}.py").is_file()

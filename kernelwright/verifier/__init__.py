@@ -27,7 +27,7 @@ _EXPORTS = {
     "verify_many": "kernelwright.verifier.verify", "cuda_available": "kernelwright.verifier.verify",
     "exit_code": "kernelwright.verifier.verify",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = ["ShapeResult", "Verdict", "VerifyConfig", "cuda_available", "exit_code", "verify_many", "verify_one"]
 
 
 def __getattr__(name: str) -> Any:

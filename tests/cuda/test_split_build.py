@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kernelwright.cuda import split_build
 from kernelwright.cuda.split_build import (
     capture_load_inline,
     split_arguments,
@@ -19,7 +20,6 @@ from kernelwright.cuda.split_build import (
     split_sources,
     try_split_build,
 )
-from kernelwright.cuda import split_build
 
 ROOT = Path(__file__).resolve().parents[2]
 NVCC = shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc", "/usr/local/cuda-13.0/bin/nvcc")

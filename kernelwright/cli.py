@@ -16,13 +16,16 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from rich.console import Console
 
 from kernelwright import __version__
 from kernelwright.config import parse_config
 from kernelwright.errors import KernelwrightError, NotImplementedStage, UsageError
+
+if TYPE_CHECKING:
+    from kernelwright.evaluation.stage import EvaluateResult
 
 console = Console(stderr=True)
 T = TypeVar("T")
@@ -38,16 +41,31 @@ class MlflowServerConfig:
 
 
 def _pipeline(argv: Sequence[str]) -> int:
+    from kernelwright.evaluation.report import results_table
+    from kernelwright.evaluation.stage import NO_GPU_REASON
     from kernelwright.pipeline import PipelineConfig, run_pipeline
 
     cfg = parse_config(PipelineConfig, argv, "kernelwright pipeline", "Curate, train and evaluate on the defaults.")
     stages = iter(range(1, 4))
     result = run_pipeline(cfg, lambda name: console.rule(f"[bold]{next(stages)}/3 {name}"))
+    ev = result.evaluation
+    console.print(results_table(ev.figures, ev.gpu_verified, NO_GPU_REASON))
     console.print(f"[bold green]pipeline done[/] in {result.wall_s:.0f} s: run {result.run_id}, "
-                  f"{result.registered_model} version {result.version} (alias candidate), "
-                  f"compile rate {result.metrics.get('compile_rate', 0.0):.2f}, gpu_verified false")
+                  f"{result.registered_model} version {result.version} (alias candidate)")
+    console.print(closing_line(ev))
     console.print(f"tracking store: {result.tracking_uri}")
     return 0
+
+
+def closing_line(ev: EvaluateResult) -> str:
+    """What the evaluation did, in one line: the headline figures and the gate's decision."""
+    m = ev.metrics
+    figures = f"compile rate {m['compile_rate']:.2f}" if "compile_rate" in m else "no samples"
+    if ev.gpu_verified:
+        figures += f", fast_0 {m['fast_0']:.2f}, fast_1 {m['fast_1']:.2f}, gpu_verified true"
+    else:
+        figures += ", gpu_verified false (no CUDA device)"
+    return f"evaluation: {figures}; gate: {ev.gate_note}"
 
 
 def _in_stage_run(name: str, workdir: str | None, fn: Callable[[], T]) -> T:
@@ -80,16 +98,20 @@ def _train(argv: Sequence[str]) -> int:
 
 
 def _evaluate(argv: Sequence[str]) -> int:
-    from kernelwright.evaluation.stage import EvaluateConfig, evaluate, results_table
+    from kernelwright.evaluation.report import results_table
+    from kernelwright.evaluation.stage import NO_GPU_REASON, EvaluateConfig, evaluate, plan_evaluation
 
     cfg = parse_config(EvaluateConfig, argv, "kernelwright evaluate", "Generate, verify and score kernels.")
-    result = _in_stage_run("evaluate", cfg.workdir, lambda: evaluate(cfg))
-    console.print(results_table(result))
-    console.print(f"gate: {result.gate_note}")
+    plan = plan_evaluation(cfg)  # bad arguments are refused before the MLflow store is touched
+    result = _in_stage_run("evaluate", cfg.workdir, lambda: evaluate(cfg, plan=plan))
+    console.print(results_table(result.figures, result.gpu_verified, NO_GPU_REASON))
+    console.print(closing_line(result))
     return 0
 
 
 def _verify(argv: Sequence[str]) -> int:
+    from rich.markup import escape
+
     from kernelwright.verifier.verify import VerifyConfig, exit_code, verify_one, write_json
 
     cfg = parse_config(VerifyConfig, argv, "kernelwright verify", "Verify one candidate against one problem.")
@@ -100,6 +122,8 @@ def _verify(argv: Sequence[str]) -> int:
         write_json(verdict, Path(cfg.json))
     colour = "green" if verdict.correct else "red"
     console.print(f"[bold {colour}]{verdict.status}[/] ({verdict.reason}) {verdict.detail}")
+    for warning in verdict.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
     if verdict.runtime_ms is not None:
         console.print(f"runtime {verdict.runtime_ms:.4f} ms, reference {verdict.ref_runtime_ms:.4f} ms, "
                       f"speedup {verdict.speedup:.3f}x, custom kernel share {verdict.custom_kernel_time_share}")
@@ -121,9 +145,9 @@ def _mlflow_server(argv: Sequence[str]) -> int:
     return subprocess.call(cmd)
 
 
-def _not_yet(name: str, issue: str) -> Callable[[Sequence[str]], int]:
+def _not_yet(name: str) -> Callable[[Sequence[str]], int]:
     def run(argv: Sequence[str]) -> int:
-        raise NotImplementedStage(f"`kernelwright {name}` is not available yet: it comes with {issue}")
+        raise NotImplementedStage(f"`kernelwright {name}` is not available in kernelwright {__version__}")
 
     return run
 
@@ -134,8 +158,8 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "train": (_train, "CuSeT-weighted SFT (TRL), logged and registered in MLflow"),
     "evaluate": (_evaluate, "generate for held-out problems and check the kernels"),
     "verify": (_verify, "verify one candidate against one problem (GPU; --static anywhere)"),
-    "serve": (_not_yet("serve", "the serving issue (not filed yet)"), "serve the registered model over HTTP"),
-    "retrain": (_not_yet("retrain", "the retraining issue (not filed yet)"), "the scheduled retraining job"),
+    "serve": (_not_yet("serve"), "serve the registered model over HTTP"),
+    "retrain": (_not_yet("retrain"), "the scheduled retraining job"),
     "mlflow-server": (_mlflow_server, "MLflow tracking + registry server over the work folder"),
 }
 

@@ -18,7 +18,7 @@ import mlflow
 
 from kernelwright.config import config_to_params
 from kernelwright.curation.stage import CurateConfig, run_curate
-from kernelwright.evaluation.stage import EvaluateConfig, run_evaluate
+from kernelwright.evaluation.stage import EvaluateConfig, EvaluateResult, evaluate
 from kernelwright.tracking import REGISTERED_MODEL, setup_tracking, stage_run
 from kernelwright.training.stage import TrainConfig, run_train
 from kernelwright.workdir import resolve_workdir, tracking_uri
@@ -50,7 +50,11 @@ class PipelineResult:
     registered_model: str
     version: str | None
     wall_s: float
-    metrics: dict[str, float]
+    evaluation: EvaluateResult
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        return self.evaluation.metrics
 
 
 def run_pipeline(cfg: PipelineConfig, on_stage: Callable[[str], None] = lambda name: None) -> PipelineResult:
@@ -75,7 +79,7 @@ def run_pipeline(cfg: PipelineConfig, on_stage: Callable[[str], None] = lambda n
         on_stage("evaluate")
         with stage_run("evaluate"):
             registered = f"models:/{REGISTERED_MODEL}/{trained.registered_version}"
-            metrics = run_evaluate(EvaluateConfig(
+            evaluation = evaluate(EvaluateConfig(
                 model=registered if trained.registered_version else str(trained.model_dir),
                 samples=cfg.samples, max_new_tokens=cfg.max_new_tokens,
                 seed=cfg.seed, workdir=str(workdir),
@@ -86,4 +90,4 @@ def run_pipeline(cfg: PipelineConfig, on_stage: Callable[[str], None] = lambda n
             mlflow.set_tag("registered_version", trained.registered_version)
     return PipelineResult(run_id=parent.info.run_id, tracking_uri=tracking_uri(workdir),
                           registered_model=REGISTERED_MODEL, version=trained.registered_version,
-                          wall_s=wall, metrics=metrics)
+                          wall_s=wall, evaluation=evaluation)

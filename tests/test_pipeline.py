@@ -1,10 +1,11 @@
-"""End to end on the CPU: the pipeline's MLflow runs, registry version and alias."""
+"""End to end: the pipeline's MLflow runs, registry version and alias (on a CPU, and on a CUDA host)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 
 from kernelwright.pipeline import PipelineConfig, run_pipeline
@@ -20,8 +21,13 @@ def _check_store(uri: str, run_id: str) -> None:
     by_name = {r.info.run_name: r for r in children}
     assert by_name["train"].data.metrics["train_loss"] > 0
     assert by_name["train"].data.params["cuset.tau_high"] == "0.9"
-    assert "evaluate.compile_rate" in by_name["evaluate"].data.metrics
-    assert by_name["evaluate"].data.tags["gpu_verified"] == "false"
+    evaluated = by_name["evaluate"].data
+    assert "evaluate.compile_rate" in evaluated.metrics
+    gpu = torch.cuda.is_available()
+    assert evaluated.tags["gpu_verified"] == str(gpu).lower()
+    if gpu:  # recorded even when no generated kernel is correct: rates 0, never absent
+        assert {"evaluate.fast_0", "evaluate.fast_1", "evaluate.fast_p.0.5"} <= evaluated.metrics.keys()
+        assert "evaluate.samples" in evaluated.metrics
     assert by_name["curate"].data.metrics["curate.samples"] > 0
     version = client.get_model_version_by_alias(REGISTERED_MODEL, "candidate")
     assert version.run_id == by_name["train"].info.run_id
@@ -50,3 +56,23 @@ def test_pipeline_honours_mlflow_tracking_uri(tmp_path: Path, tiny_model_dir: Pa
     assert result.tracking_uri == uri
     assert not (tmp_path / "kw" / "mlflow.db").exists()
     _check_store(uri, result.run_id)
+
+
+@pytest.mark.gpu
+def test_pipeline_command_on_a_cuda_host(tmp_path: Path, monkeypatch, capsys) -> None:
+    """`kernelwright pipeline` on the embedded defaults (a few steps) finishes and records GPU figures."""
+    from kernelwright.cli import main
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    workdir = tmp_path / "kw"
+    assert main(["pipeline", "--workdir", str(workdir), "--max-steps", "4", "--max-new-tokens", "64"]) == 0
+    out = capsys.readouterr().err
+    assert "gpu_verified true" in out and "fast_0" in out
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    assert exp is not None
+    parent = client.search_runs([exp.experiment_id], filter_string="tags.`kernelwright.stage` = 'pipeline'")
+    assert len(parent) == 1
+    _check_store(f"sqlite:///{workdir / 'mlflow.db'}", parent[0].info.run_id)
+    assert client.get_model_version_by_alias(REGISTERED_MODEL, "candidate").version == "1"
+    assert (workdir / "evaluate" / "per_category.png").is_file()

@@ -1,8 +1,9 @@
 """The promotion gate: move the `champion` alias only when the candidate is better.
 
 A candidate is promoted when its fast_1 is higher than the champion's and neither its fast_0
-(correctness) nor its compile rate is lower. With no champion yet, any evaluated candidate is
-promoted. The decision and both sides' figures are returned so they can be logged.
+(correctness) nor its compile rate is lower. A candidate none of whose kernels is correct
+(fast_0 = 0) is never promoted; with no champion yet, any other evaluated candidate is. The
+decision and both sides' figures are returned so they can be logged.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 CHAMPION = "champion"
+GATE_KEYS = ("fast_0", "fast_1", "compile_rate")
 
 
 @dataclass(frozen=True)
@@ -21,12 +23,13 @@ class GateDecision:
 
 
 def decide(candidate: dict[str, float], champion: dict[str, float] | None) -> GateDecision:
-    if champion is None:
-        return GateDecision(True, "no champion yet", candidate, None)
-    keys = ("fast_1", "fast_0", "compile_rate")
-    missing = [k for k in keys if k not in candidate or k not in champion]
+    missing = [k for k in GATE_KEYS if k not in candidate or (champion is not None and k not in champion)]
     if missing:
         return GateDecision(False, f"metrics missing: {', '.join(missing)}", candidate, champion)
+    if candidate["fast_0"] <= 0.0:
+        return GateDecision(False, "fast_0 is 0: no generated kernel is correct", candidate, champion)
+    if champion is None:
+        return GateDecision(True, "no champion yet", candidate, None)
     if candidate["fast_0"] < champion["fast_0"]:
         return GateDecision(False, "fast_0 dropped", candidate, champion)
     if candidate["compile_rate"] < champion["compile_rate"]:

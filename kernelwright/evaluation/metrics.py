@@ -1,7 +1,16 @@
-"""Suite-level metrics from verdicts: compile rate, fast_p, geometric-mean speedup, per category.
+"""Suite-level figures from verdicts: compile rate, fast_p, geometric-mean speedup, per category.
 
 fast_p = (samples that are correct AND speedup > p) / (all samples, failures included); fast_0 is
 the correctness rate. Speedups are ratios of unrounded medians; nothing is rounded here.
+
+Rates are figures over all samples: on a GPU run they are always recorded, 0 when nothing passed.
+Figures over the correct samples (geometric-mean speedup, roofline share) and every correctness
+or speed figure of a run without a GPU do not apply; they are kept apart with the reason
+(`GroupFigures.not_applicable`) instead of being recorded as 0 or NaN.
+
+Flat metric keys (MLflow, results.json): overall figures by name (`fast_p.0.5`), per-category ones
+as `category/<category>/<figure>`; `metric_key` and `parse_metric_key` round-trip any category
+name without a `/` and any figure name, dots included.
 """
 
 from __future__ import annotations
@@ -9,6 +18,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from kernelwright.verifier.verdict import Verdict
@@ -19,6 +29,11 @@ CHEAT_REASONS = frozenset({
     "input_mutation", "async_escape", "result_caching", "harness_tampering", "non_tensor_output",
     "precision_downgrade", "launch_error",
 })
+RATES = ("fast_0", "fast_1", *(f"fast_p.{p:g}" for p in FAST_P_GRID))
+OVER_CORRECT = ("geomean_speedup", "mean_roofline_share")
+CATEGORY_PREFIX = "category/"
+NO_CORRECT = "no correct sample"
+NO_ROOFLINE = "no correct sample of a problem with flops/bytes_moved"
 
 
 def fast_p(verdicts: Sequence[Verdict], p: float) -> float:
@@ -33,25 +48,9 @@ def geomean_speedup(verdicts: Sequence[Verdict]) -> float | None:
     return math.exp(sum(math.log(s) for s in speeds) / len(speeds)) if speeds else None
 
 
-def summary(verdicts: Sequence[Verdict]) -> dict[str, float]:
-    n = len(verdicts)
-    if n == 0:
-        return {"samples": 0.0}
-    compiled = sum(1 for v in verdicts if v.status not in ("compile_error",) and v.reason not in ("syntax_error",))
+def mean_roofline_share(verdicts: Sequence[Verdict]) -> float | None:
     roof = [v.roofline_share for v in verdicts if v.correct and v.roofline_share is not None]
-    out = {
-        "samples": float(n),
-        "compile_rate": compiled / n,
-        "fast_0": fast_p(verdicts, 0.0),
-        "fast_1": fast_p(verdicts, 1.0),
-        "cheat_rate": sum(1 for v in verdicts if v.reason in CHEAT_REASONS) / n,
-        "mean_roofline_share": sum(roof) / len(roof) if roof else math.nan,
-    }
-    gm = geomean_speedup(verdicts)
-    out["geomean_speedup"] = gm if gm is not None else math.nan
-    for p in FAST_P_GRID:
-        out[f"fast_p.{p:g}"] = fast_p(verdicts, p)
-    return out
+    return sum(roof) / len(roof) if roof else None
 
 
 class HasVerdict(Protocol):
@@ -68,32 +67,83 @@ class HasVerdict(Protocol):
     def category(self) -> str: ...
 
 
-def rows_summary(rows: Sequence[HasVerdict]) -> dict[str, float]:
-    """Figures of one group of evaluated samples.
+@dataclass
+class GroupFigures:
+    """The figures of one group of samples (the whole suite, or one category)."""
 
-    compile_rate counts what was built (or, where no build ran, what NVRTC compiled). Correctness
-    and speed figures exist only where samples ran on a GPU: with none, they are left out rather
-    than reported as zero.
+    values: dict[str, float] = field(default_factory=dict)
+    not_applicable: dict[str, str] = field(default_factory=dict)  # figure -> why it does not apply
+
+    def get(self, name: str) -> float | None:
+        return self.values.get(name)
+
+
+@dataclass
+class SuiteFigures:
+    overall: GroupFigures
+    categories: dict[str, GroupFigures]
+
+    def flat(self) -> dict[str, float]:
+        """Every figure that applies, under its flat key."""
+        out = dict(self.overall.values)
+        for cat, g in self.categories.items():
+            out |= {metric_key(k, cat): v for k, v in g.values.items()}
+        return out
+
+    def flat_not_applicable(self) -> dict[str, str]:
+        out = dict(self.overall.not_applicable)
+        for cat, g in self.categories.items():
+            out |= {metric_key(k, cat): v for k, v in g.not_applicable.items()}
+        return out
+
+
+def metric_key(figure: str, category: str | None = None) -> str:
+    if category is None:
+        return figure
+    if "/" in category:
+        raise ValueError(f"category names cannot hold '/': {category!r}")
+    return f"{CATEGORY_PREFIX}{category}/{figure}"
+
+
+def parse_metric_key(key: str) -> tuple[str | None, str]:
+    """(category or None, figure) of a flat key: the inverse of `metric_key`."""
+    if not key.startswith(CATEGORY_PREFIX):
+        return None, key
+    category, _, figure = key[len(CATEGORY_PREFIX):].partition("/")
+    return category, figure
+
+
+def group_figures(rows: Sequence[HasVerdict], gpu: bool, no_gpu_reason: str) -> GroupFigures:
+    """Figures of one group. `gpu`: the evaluation ran on a CUDA host, so correctness was measured.
+
+    compile_rate counts what was built (or, where no build ran, what NVRTC compiled).
     """
-    if not rows:
-        return {"samples": 0.0}
     n = len(rows)
-    verified = sum(r.gpu_verified for r in rows)
-    out = {"samples": float(n), "compile_rate": sum(r.compiled for r in rows) / n,
-           "gpu_verified_rate": verified / n,
-           "cheat_rate": sum(r.verdict.reason in CHEAT_REASONS for r in rows) / n}
-    if verified:
-        full = summary([r.verdict for r in rows])
-        out |= {k: v for k, v in full.items() if k not in out}
-    return out
+    g = GroupFigures({"samples": float(n)})
+    if n == 0:
+        return g
+    verdicts = [r.verdict for r in rows]
+    g.values |= {"compile_rate": sum(r.compiled for r in rows) / n,
+                 "gpu_verified_rate": sum(r.gpu_verified for r in rows) / n,
+                 "cheat_rate": sum(v.reason in CHEAT_REASONS for v in verdicts) / n}
+    if not gpu:
+        g.not_applicable = dict.fromkeys((*RATES, *OVER_CORRECT), no_gpu_reason)
+        return g
+    g.values |= {"fast_0": fast_p(verdicts, 0.0), "fast_1": fast_p(verdicts, 1.0)}
+    g.values |= {f"fast_p.{p:g}": fast_p(verdicts, p) for p in FAST_P_GRID}
+    for name, value, reason in (("geomean_speedup", geomean_speedup(verdicts), NO_CORRECT),
+                                ("mean_roofline_share", mean_roofline_share(verdicts), NO_ROOFLINE)):
+        if value is None:
+            g.not_applicable[name] = reason
+        else:
+            g.values[name] = value
+    return g
 
 
-def suite_metrics(rows: Sequence[HasVerdict]) -> dict[str, float]:
-    """Overall figures, plus `category.<name>.<figure>` for each category."""
+def suite_figures(rows: Sequence[HasVerdict], gpu: bool, no_gpu_reason: str = "no CUDA device") -> SuiteFigures:
+    """Overall figures, plus one group per category (sorted by name)."""
     groups: dict[str, list[HasVerdict]] = defaultdict(list)
     for r in rows:
         groups[r.category].append(r)
-    out = rows_summary(rows)
-    for cat, rs in sorted(groups.items()):
-        out |= {f"category.{cat}.{k}": v for k, v in rows_summary(rs).items()}
-    return out
+    return SuiteFigures(group_figures(rows, gpu, no_gpu_reason),
+                        {cat: group_figures(rs, gpu, no_gpu_reason) for cat, rs in sorted(groups.items())})

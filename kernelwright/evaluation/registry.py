@@ -11,11 +11,10 @@ import logging
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from kernelwright.evaluation.gate import CHAMPION, GateDecision, decide
+from kernelwright.evaluation.gate import CHAMPION, GATE_KEYS, GateDecision, decide
 from kernelwright.models import ModelRef
 
 log = logging.getLogger(__name__)
-GATE_KEYS = ("fast_0", "fast_1", "compile_rate")
 TAG = "kw.eval."
 
 
@@ -33,6 +32,9 @@ def record_and_gate(ref: ModelRef, metrics: dict[str, float], suite: str) -> Gat
     """Tag the version with its figures, compare with the champion, move the alias if it wins."""
     assert ref.name is not None and ref.version is not None
     client = MlflowClient()
+    missing = [k for k in GATE_KEYS if k not in metrics]
+    if missing:
+        return GateDecision(False, f"not gated: {', '.join(missing)} not measured", metrics, None)
     for key in GATE_KEYS:
         client.set_model_version_tag(ref.name, ref.version, f"{TAG}{key}", repr(metrics[key]))
     client.set_model_version_tag(ref.name, ref.version, f"{TAG}suite", suite)

@@ -16,7 +16,6 @@ when the gate (gate.py) says it is better.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,14 +25,14 @@ from typing import Any
 import mlflow
 from rich.progress import Progress
 
-from kernelwright import atomic
 from kernelwright.config import config_to_params
+from kernelwright.errors import UsageError
 from kernelwright.evaluation.candidates import BUILTIN, candidates_from, select_problems, write_generations
 from kernelwright.evaluation.checking import Row, Verifier, check_candidates
 from kernelwright.evaluation.gate import GateDecision
-from kernelwright.evaluation.metrics import FAST_P_GRID, suite_metrics
-from kernelwright.evaluation.plots import category_groups, speedup_distribution
+from kernelwright.evaluation.metrics import GroupFigures, SuiteFigures, suite_figures
 from kernelwright.evaluation.registry import record_and_gate
+from kernelwright.evaluation.report import write_report
 from kernelwright.generation import HFBackend
 from kernelwright.models import ModelRef, load_model, resolve_ref
 from kernelwright.prompting import prompt_messages
@@ -87,11 +86,42 @@ class EvaluateConfig:
 
 @dataclass
 class EvaluateResult:
-    metrics: dict[str, float]
+    figures: SuiteFigures
     rows: list[Row]
     gpu_verified: bool
     gate: GateDecision | None
     gate_note: str
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """Every figure that applies, by flat key (see metrics.py)."""
+        return self.figures.flat()
+
+
+@dataclass(frozen=True)
+class EvaluationPlan:
+    """What an evaluation will read and write, checked before any MLflow store is touched."""
+
+    problems: list[Problem]
+    model: str | None  # local folder or registry URI to generate with / to gate; None: none
+    generations: Path  # the candidate files (written first when `generate`)
+    generate: bool
+    out: Path
+
+
+def plan_evaluation(cfg: EvaluateConfig) -> EvaluationPlan:
+    """Validate the arguments (problems, generations folder, a local model) without touching a store."""
+    workdir = resolve_workdir(cfg.workdir)
+    out = Path(cfg.out) if cfg.out else workdir / "evaluate"
+    problems = select_problems(cfg.suite, cfg.split)
+    model = cfg.model or (None if cfg.generations else str(workdir / "train" / "final"))
+    if cfg.generations:
+        if not Path(cfg.generations).is_dir():
+            raise UsageError(f"generations folder not found: {cfg.generations}")
+    elif model and not model.startswith("models:/") and not (Path(model) / "config.json").is_file():
+        raise UsageError(f"no model at {model}: train one first, or pass --model PATH or models:/NAME@ALIAS")
+    gen_dir = Path(cfg.generations) if cfg.generations else out / "generations"
+    return EvaluationPlan(problems, model, gen_dir, not cfg.generations, out)
 
 
 def suite_id(problems: Sequence[Problem], samples: int) -> str:
@@ -118,7 +148,7 @@ def verify_config(cfg: EvaluateConfig, workdir: Path) -> VerifyConfig:
                         build_cache=str(workdir / "cache" / "builds"))
 
 
-def _gate(ref: ModelRef | None, cfg: EvaluateConfig, gpu: bool, metrics: dict[str, float],
+def _gate(ref: ModelRef | None, cfg: EvaluateConfig, gpu: bool, overall: GroupFigures,
           suite: str) -> tuple[GateDecision | None, str]:
     if not cfg.gate:
         return None, "gate off (--gate false)"
@@ -126,7 +156,7 @@ def _gate(ref: ModelRef | None, cfg: EvaluateConfig, gpu: bool, metrics: dict[st
         return None, "the model is not a registered version (pass --model models:/NAME@ALIAS to gate it)"
     if not gpu:
         return None, "not GPU-verified: fast_1 was not measured, so the champion stays"
-    decision = record_and_gate(ref, metrics, suite)
+    decision = record_and_gate(ref, overall.values, suite)
     return decision, decision.reason
 
 
@@ -137,56 +167,35 @@ def verify_with_progress(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdic
         return run_workers(cfgs, jobs, on_done=lambda _cfg, _v: progress.advance(task))
 
 
-def evaluate(cfg: EvaluateConfig, verifier: Verifier = verify_with_progress) -> EvaluateResult:
+def evaluate(cfg: EvaluateConfig, verifier: Verifier = verify_with_progress,
+             plan: EvaluationPlan | None = None) -> EvaluateResult:
     """Generate (or read) candidates, check them, score them, and run the gate."""
+    plan = plan or plan_evaluation(cfg)
     workdir = resolve_workdir(cfg.workdir)
-    out = Path(cfg.out) if cfg.out else workdir / "evaluate"
-    problems = select_problems(cfg.suite, cfg.split)
-    model_arg = cfg.model or (None if cfg.generations else str(workdir / "train" / "final"))
-    ref = resolve_ref(model_arg) if model_arg else None
-    gen_dir = Path(cfg.generations) if cfg.generations else out / "generations"
-    if not cfg.generations:
+    ref = resolve_ref(plan.model) if plan.model else None
+    if plan.generate:
         assert ref is not None
-        generate_into(gen_dir, problems, ref, cfg)
-    cands = candidates_from(gen_dir, problems, cfg.samples)
+        generate_into(plan.generations, plan.problems, ref, cfg)
+    cands = candidates_from(plan.generations, plan.problems, cfg.samples)
     gpu = cuda_available()
     jobs = cfg.jobs or os.cpu_count() or 1
     rows = check_candidates(cands, verify_config(cfg, workdir), jobs, gpu, verifier, NO_GPU_REASON)
-    metrics = suite_metrics(rows)
-    decision, note = _gate(ref, cfg, gpu, metrics, suite_id(problems, cfg.samples))
-    result = EvaluateResult(metrics, rows, gpu, decision, note)
-    _write(out, cfg, result)
+    figures = suite_figures(rows, gpu, NO_GPU_REASON)
+    decision, note = _gate(ref, cfg, gpu, figures.overall, suite_id(plan.problems, cfg.samples))
+    result = EvaluateResult(figures, rows, gpu, decision, note)
+    write_report(plan.out, result_json(cfg, result), figures, rows, gpu)
     if mlflow.active_run() is not None:
-        _log(cfg, out, result, ref)
+        _log(cfg, plan.out, result, ref)
     return result
 
 
-def run_evaluate(cfg: EvaluateConfig) -> dict[str, float]:
-    return evaluate(cfg).metrics
-
-
-def _category_figures(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
-    cats: dict[str, dict[str, float]] = {}
-    for key, value in metrics.items():
-        if key.startswith("category."):
-            cat, _, name = key[len("category."):].rpartition(".")
-            cats.setdefault(cat, {})[name] = value
-    return cats
-
-
-def _write(out: Path, cfg: EvaluateConfig, result: EvaluateResult) -> None:
-    atomic.write_json(out / "results.json", {
-        "metrics": result.metrics, "gpu_verified": result.gpu_verified,
-        "gpu_reason": "" if result.gpu_verified else NO_GPU_REASON,
+def result_json(cfg: EvaluateConfig, result: EvaluateResult) -> dict[str, Any]:
+    return {
+        "metrics": result.metrics, "not_applicable": result.figures.flat_not_applicable(),
+        "gpu_verified": result.gpu_verified, "gpu_reason": "" if result.gpu_verified else NO_GPU_REASON,
         "gate": asdict(result.gate) if result.gate else None, "gate_note": result.gate_note,
         "config": asdict(cfg), "samples": [asdict(r) for r in result.rows],
-    })
-    keys = ["compile_rate", "fast_0", "fast_1"] if result.gpu_verified else ["compile_rate"]
-    category_groups(_category_figures(result.metrics), keys, "per category", out / "per_category.png")
-    if result.gpu_verified:
-        speedups = [r.verdict.speedup for r in result.rows if r.verdict.correct and r.verdict.speedup]
-        fast = {p: result.metrics[f"fast_p.{p:g}"] for p in FAST_P_GRID}
-        speedup_distribution([float(s) for s in speedups if s], fast, out / "speedup_distribution.png")
+    }
 
 
 def _table(rows: list[Row]) -> dict[str, list[Any]]:
@@ -196,29 +205,14 @@ def _table(rows: list[Row]) -> dict[str, list[Any]]:
 
 def _log(cfg: EvaluateConfig, out: Path, result: EvaluateResult, ref: ModelRef | None) -> None:
     mlflow.log_params({**config_to_params(cfg, "evaluate."), "evaluate.model_uri": ref.uri if ref else ""})
-    mlflow.log_metrics({f"evaluate.{k}": v for k, v in result.metrics.items() if not math.isnan(v)})
+    mlflow.log_metrics({f"evaluate.{k}": v for k, v in result.metrics.items()})
+    mlflow.log_dict(result.figures.flat_not_applicable(), "evaluate/not_applicable.json")
     mlflow.set_tags({"gpu_verified": str(result.gpu_verified).lower(),
                      "gpu_reason": "" if result.gpu_verified else NO_GPU_REASON,
                      "gate.promoted": str(bool(result.gate and result.gate.promote)).lower(),
-                     "gate.note": result.gate_note[:500]})
+                     "gate.note": result.gate_note[:500],
+                     **{f"not_applicable.{k}": v for k, v in result.figures.overall.not_applicable.items()}})
     if ref is not None and ref.version is not None:
         mlflow.set_tags({"model.name": ref.name or "", "model.version": ref.version})
     mlflow.log_table(_table(result.rows), artifact_file="evaluate/per_problem.json")
     mlflow.log_artifacts(str(out), artifact_path="evaluate")
-
-
-def results_table(result: EvaluateResult) -> Any:
-    """A rich table of the figures, overall and per category (for the CLI)."""
-    from rich.table import Table
-
-    keys = ["samples", "compile_rate", "gpu_verified_rate", "cheat_rate"]
-    if result.gpu_verified:
-        keys += ["fast_0", "fast_1", "geomean_speedup", "mean_roofline_share"]
-    table = Table(title="evaluation" + ("" if result.gpu_verified else f" ({NO_GPU_REASON})"))
-    table.add_column("group")
-    for k in keys:
-        table.add_column(k, justify="right")
-    groups = {"all": result.metrics, **_category_figures(result.metrics)}
-    for name, figures in groups.items():
-        table.add_row(name, *[f"{figures[k]:.3g}" if k in figures else "-" for k in keys])
-    return table

@@ -6,7 +6,14 @@ from dataclasses import dataclass
 import pytest
 
 from kernelwright.evaluation.gate import decide
-from kernelwright.evaluation.metrics import fast_p, geomean_speedup, suite_metrics, summary
+from kernelwright.evaluation.metrics import (
+    NO_CORRECT,
+    fast_p,
+    geomean_speedup,
+    metric_key,
+    parse_metric_key,
+    suite_figures,
+)
 from kernelwright.verifier.verdict import Verdict
 
 
@@ -25,13 +32,13 @@ def test_fast_p_counts_failures_in_the_denominator() -> None:
     assert fast_p([], 1.0) == 0.0
 
 
-def test_geomean_and_summary() -> None:
+def test_geomean_and_group_figures() -> None:
     assert geomean_speedup(VERDICTS) == pytest.approx(1.0)  # (2 * 0.5 * 1) ** (1/3)
-    s = summary(VERDICTS)
-    assert s["compile_rate"] == pytest.approx(5 / 6)
-    assert s["cheat_rate"] == pytest.approx(1 / 6)
-    assert s["fast_p.2"] == 0.0 and s["fast_p.1.5"] == pytest.approx(1 / 6)
-    assert math.isnan(s["mean_roofline_share"])
+    g = suite_figures([_Row("x", v, compiled=v.reason != "compile_error") for v in VERDICTS], gpu=True).overall
+    assert g.values["compile_rate"] == pytest.approx(5 / 6)
+    assert g.values["cheat_rate"] == pytest.approx(1 / 6)
+    assert g.values["fast_p.2"] == 0.0 and g.values["fast_p.1.5"] == pytest.approx(1 / 6)
+    assert "mean_roofline_share" not in g.values and "flops" in g.not_applicable["mean_roofline_share"]
 
 
 @dataclass(frozen=True)
@@ -43,8 +50,40 @@ class _Row:
 
 
 def test_per_category() -> None:
-    m = suite_metrics([_Row("x", _v("ok", 3.0)), _Row("y", _v("wrong_output"))])
-    assert m["category.x.fast_1"] == 1.0 and m["category.y.fast_0"] == 0.0
+    figures = suite_figures([_Row("x", _v("ok", 3.0)), _Row("y", _v("wrong_output"))], gpu=True)
+    m = figures.flat()
+    assert m[metric_key("fast_1", "x")] == 1.0 and m[metric_key("fast_0", "y")] == 0.0
+    assert sorted(figures.categories) == ["x", "y"]
+
+
+def test_a_gpu_run_where_every_candidate_failed_records_zero_rates_and_no_speed_figure() -> None:
+    rows = [_Row("a", _v("syntax_error"), compiled=False, gpu_verified=False),
+            _Row("b", _v("no_candidate"), compiled=False, gpu_verified=False)]
+    figures = suite_figures(rows, gpu=True)
+    g = figures.overall
+    assert g.values["compile_rate"] == 0.0 and g.values["fast_0"] == 0.0 and g.values["fast_1"] == 0.0
+    assert all(g.values[f"fast_p.{p:g}"] == 0.0 for p in (0.0, 0.5, 5.0))
+    assert "geomean_speedup" not in g.values and g.not_applicable["geomean_speedup"] == NO_CORRECT
+    assert all(not math.isnan(v) for v in figures.flat().values())
+    assert figures.flat_not_applicable()[metric_key("geomean_speedup", "a")] == NO_CORRECT
+
+
+def test_without_a_gpu_speed_figures_do_not_apply_and_say_why() -> None:
+    g = suite_figures([_Row("x", _v("no_gpu"))], gpu=False, no_gpu_reason="no CUDA device here").overall
+    assert "fast_0" not in g.values and g.not_applicable["fast_0"] == "no CUDA device here"
+    assert g.values["samples"] == 1.0
+
+
+@pytest.mark.parametrize("category", ["convolution", "level1", "a.b.c", "fast_p.0"])
+@pytest.mark.parametrize("figure", ["fast_p.0.5", "fast_1", "fast_p.1.2", "samples"])
+def test_metric_keys_round_trip(category: str, figure: str) -> None:
+    assert parse_metric_key(metric_key(figure, category)) == (category, figure)
+    assert parse_metric_key(metric_key(figure)) == (None, figure)
+
+
+def test_a_category_name_with_a_slash_is_refused() -> None:
+    with pytest.raises(ValueError, match="cannot hold"):
+        metric_key("fast_0", "a/b")
 
 
 def test_gate() -> None:
@@ -53,4 +92,13 @@ def test_gate() -> None:
     assert not decide({"fast_1": 0.3, "fast_0": 0.4, "compile_rate": 0.9}, champ).promote
     assert not decide({"fast_1": 0.3, "fast_0": 0.5, "compile_rate": 0.8}, champ).promote
     assert not decide({"fast_1": 0.2, "fast_0": 0.6, "compile_rate": 1.0}, champ).promote
-    assert decide({"fast_1": 0.0, "fast_0": 0.0, "compile_rate": 0.0}, None).promote
+    assert decide({"fast_1": 0.0, "fast_0": 0.1, "compile_rate": 0.5}, None).promote
+
+
+def test_a_version_with_no_correct_kernel_is_never_promoted() -> None:
+    first = decide({"fast_1": 0.0, "fast_0": 0.0, "compile_rate": 0.0}, None)
+    assert not first.promote and "fast_0 is 0" in first.reason
+    worse = decide({"fast_1": 0.0, "fast_0": 0.0, "compile_rate": 1.0}, {"fast_1": 0.0, "fast_0": 0.0,
+                                                                           "compile_rate": 0.5})
+    assert not worse.promote
+    assert not decide({"fast_0": 0.5}, None).promote  # figures missing: never promoted

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
@@ -13,12 +15,21 @@ from mlflow.tracking import MlflowClient
 
 from kernelwright.evaluation import stage
 from kernelwright.evaluation.candidates import candidates_from, select_problems
+from kernelwright.evaluation.metrics import metric_key
 from kernelwright.evaluation.stage import EvaluateConfig, evaluate
 from kernelwright.tracking import setup_tracking
 from kernelwright.verifier.verdict import Verdict
 from kernelwright.verifier.verify import VerifyConfig
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
+
+
+@dataclass(frozen=True)
+class _Row:
+    category: str
+    verdict: Verdict
+    compiled: bool = True
+    gpu_verified: bool = True
 
 
 @pytest.fixture()
@@ -71,8 +82,9 @@ def test_cpu_evaluation_reports_no_speed_figures(suite: Path, generations: Path,
     assert m["compile_rate"] == 0.75  # the fallback's device code compiles; the missing file does not
     assert m["cheat_rate"] == 0.25
     assert "fast_0" not in m and "fast_1" not in m  # not measured, so not reported
-    assert m["category.elementwise.samples"] == 2 and m["category.level1.samples"] == 2  # CATEGORY, else level
-    assert m["category.elementwise.cheat_rate"] == 0.5
+    assert m[metric_key("samples", "elementwise")] == 2 and m[metric_key("samples", "level1")] == 2  # CATEGORY
+    assert m[metric_key("cheat_rate", "elementwise")] == 0.5
+    assert result.figures.overall.not_applicable["fast_0"] == stage.NO_GPU_REASON
     assert result.gate is None and "not GPU-verified" not in result.gate_note  # a path: no registered version
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
     assert saved["gpu_verified"] is False and len(saved["samples"]) == 4
@@ -149,3 +161,73 @@ def test_real_workers_wired_through_evaluate(suite: Path, generations: Path, tmp
         status, reason, verified, compiled = by_reason[key]
         assert (status, verified, compiled) == ("runtime_error", True, False), by_reason[key]
     assert result.metrics["fast_0"] == 0.0 and result.metrics["compile_rate"] == 0.25
+
+
+def _failing_generations(tmp_path: Path) -> Path:
+    """Both fixture problems answered by code that never reaches a GPU: bad Python and no kernel."""
+    gen = tmp_path / "gen_bad"
+    (gen / "level1" / "affine").mkdir(parents=True)
+    (gen / "level1" / "affine" / "sample_0.py").write_text("def broken(:\n")
+    (gen / "level1" / "relu_nonneg").mkdir()
+    (gen / "level1" / "relu_nonneg" / "sample_0.py").write_text("import torch\nclass ModelNew(torch.nn.Module):\n"
+                                                               "    def forward(self, x):\n        return x\n")
+    return gen
+
+
+def test_a_gpu_run_whose_candidates_all_fail_is_recorded_and_never_promoted(
+        suite: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workdir = tmp_path / "kw"
+    setup_tracking(workdir)
+    client = MlflowClient()
+    version = _register(client, "kw-fail-coder", tmp_path)
+    monkeypatch.setattr(stage, "cuda_available", lambda: True)
+    with mlflow.start_run():
+        result = evaluate(EvaluateConfig(suite=str(suite), generations=str(_failing_generations(tmp_path)),
+                                         model=f"models:/kw-fail-coder/{version}", out=str(tmp_path / "out"),
+                                         workdir=str(workdir)), verifier=_fake_gpu({}))
+    m = result.metrics
+    assert result.gpu_verified and m["compile_rate"] == 0.0 and m["fast_0"] == 0.0 and m["fast_1"] == 0.0
+    assert m["fast_p.0.5"] == 0.0 and "geomean_speedup" not in m
+    assert result.figures.overall.not_applicable["geomean_speedup"] == "no correct sample"
+    assert result.gate is not None and not result.gate.promote and "fast_0 is 0" in result.gate.reason
+    with pytest.raises(mlflow.exceptions.MlflowException):
+        client.get_model_version_by_alias("kw-fail-coder", "champion")
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert saved["not_applicable"]["geomean_speedup"] == "no correct sample"
+    assert float(client.get_model_version("kw-fail-coder", version).tags["kw.eval.fast_0"]) == 0.0
+
+
+def _rendered(table: object, width: int = 80) -> str:
+    from rich.console import Console
+
+    console = Console(width=width, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(table)
+    return console.export_text()
+
+
+def test_the_console_table_fits_80_columns_and_shows_a_dash_where_a_figure_does_not_apply() -> None:
+    from kernelwright.evaluation.metrics import suite_figures
+    from kernelwright.evaluation.report import GPU_COLUMNS, results_table
+
+    cats = ["convolution", "elementwise", "normalization", "quantization", "reduction", "softmax"]
+    rows = [_Row(c, Verdict.of("ok", speedup=1.5) if i % 2 else Verdict.of("wrong_output"))
+            for i, c in enumerate(cats * 2)]
+    text = _rendered(results_table(suite_figures(rows, gpu=True), gpu=True))
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in text and "nan" not in text
+    header = next(line for line in lines if line.lstrip().startswith("group"))
+    assert header.split() == ["group", *[h for _, h, _ in GPU_COLUMNS]]
+    body = [line.split() for line in lines if line.split() and line.split()[0] in ("all", *cats)]
+    assert [b[0] for b in body] == ["all", *sorted(cats)]  # one row per category, nothing else
+    conv = dict(zip(["group", *[f for f, _, _ in GPU_COLUMNS]], body[1], strict=True))
+    assert conv["fast_0"] == "0.00" and conv["geomean_speedup"] == "-"  # convolution: never correct
+
+
+def test_evaluate_refuses_a_missing_suite_before_touching_the_store(tmp_path: Path) -> None:
+    from kernelwright.cli import main
+
+    workdir = tmp_path / "kw"
+    assert main(["evaluate", "--suite", str(tmp_path / "nonexistent"), "--workdir", str(workdir)]) == 2
+    assert not (workdir / "mlflow.db").exists()
+    assert main(["evaluate", "--model", str(tmp_path / "no-model"), "--workdir", str(workdir)]) == 2
+    assert not (workdir / "mlflow.db").exists()

@@ -1,0 +1,63 @@
+"""What an evaluation shows: results.json, the per-category chart, the speedup plot, the console table.
+
+The console table is laid out for an 80-column terminal: one row per group (all, then each
+category), short column names with a legend, and `-` wherever a figure does not apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.table import Table
+
+from kernelwright import atomic
+from kernelwright.evaluation.checking import Row
+from kernelwright.evaluation.metrics import FAST_P_GRID, GroupFigures, SuiteFigures
+from kernelwright.evaluation.plots import category_groups, speedup_distribution
+
+NOT_APPLICABLE = "-"
+# (figure, column header, format): headers at most 8 characters so 9 columns fit in 80
+GPU_COLUMNS = (("samples", "n", "{:.0f}"), ("compile_rate", "compile", "{:.2f}"), ("fast_0", "fast_0", "{:.2f}"),
+               ("fast_1", "fast_1", "{:.2f}"), ("geomean_speedup", "geomean", "{:.2f}x"),
+               ("mean_roofline_share", "roofline", "{:.2f}"), ("cheat_rate", "cheat", "{:.2f}"))
+CPU_COLUMNS = (("samples", "n", "{:.0f}"), ("compile_rate", "compile", "{:.2f}"), ("cheat_rate", "cheat", "{:.2f}"))
+LEGEND = {
+    "compile": "compile rate", "fast_0": "correct", "fast_1": "correct and faster than the reference",
+    "geomean": "geometric-mean speedup of the correct samples", "roofline": "mean roofline share",
+    "cheat": "rejected as a cheat",
+}
+
+
+def write_report(out: Path, payload: dict[str, Any], figures: SuiteFigures, rows: Sequence[Row], gpu: bool) -> None:
+    """results.json (written atomically) and the plots, under `out`."""
+    atomic.write_json(out / "results.json", payload)
+    keys = ["compile_rate", "fast_0", "fast_1"] if gpu else ["compile_rate"]
+    per_cat = {cat: {k: g.values.get(k, 0.0) for k in keys} for cat, g in figures.categories.items()}
+    category_groups(per_cat, keys, "per category", out / "per_category.png")
+    if gpu:
+        speedups = [float(r.verdict.speedup) for r in rows if r.verdict.correct and r.verdict.speedup]
+        fast = {p: figures.overall.values[f"fast_p.{p:g}"] for p in FAST_P_GRID}
+        speedup_distribution(speedups, fast, out / "speedup_distribution.png")
+
+
+def cell(group: GroupFigures, figure: str, fmt: str) -> str:
+    value = group.get(figure)
+    return NOT_APPLICABLE if value is None else fmt.format(value)
+
+
+def results_table(figures: SuiteFigures, gpu: bool, no_gpu_reason: str = "") -> Table:
+    """A rich table of the figures, overall and per category (for the CLI)."""
+    columns = GPU_COLUMNS if gpu else CPU_COLUMNS
+    used = [header for _, header, _ in columns if header in LEGEND]
+    caption = "; ".join(f"{h}: {LEGEND[h]}" for h in used) + (f"; {NOT_APPLICABLE}: does not apply" if gpu else "")
+    title = "evaluation" + ("" if gpu else f" ({no_gpu_reason})")
+    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("group", no_wrap=True)
+    for _, header, _ in columns:
+        table.add_column(header, justify="right", no_wrap=True)
+    for name, group in {"all": figures.overall, **figures.categories}.items():
+        table.add_row(name, *[cell(group, figure, fmt) for figure, _, fmt in columns])
+    return table

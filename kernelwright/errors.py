@@ -16,7 +16,7 @@ class UsageError(KernelwrightError):
 
 
 class NotImplementedStage(KernelwrightError):
-    """A subcommand whose issue has not landed yet: it says so and exits 2."""
+    """A subcommand that is not available yet: it says so and exits 2."""
 
     exit_code = 2
 

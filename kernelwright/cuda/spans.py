@@ -1,4 +1,4 @@
-"""CUDA-critical spans of a completion, found with tree-sitter-cuda (cuset.md, "c_t").
+"""CUDA-critical spans of a completion, found with tree-sitter-cuda (docs/cuset.md, "c_t").
 
 In the KernelBench format the CUDA source sits inside Python string literals: the Python `ast`
 finds them, tree-sitter-cuda parses their contents, and span offsets are mapped back to character

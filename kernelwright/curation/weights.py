@@ -1,4 +1,4 @@
-"""CuSeT token and sample weights from p_t and c_t, in Polars (../shared/design/cuset.md).
+"""CuSeT token and sample weights from p_t and c_t, in Polars (docs/cuset.md).
 
     .venv/bin/python -m pytest tests/curation/test_weights.py tests/curation/test_cuset_by_hand.py
     .venv/bin/python bench/curation_weights.py        # speed, and equality with a plain loop
@@ -29,7 +29,7 @@ import polars as pl
 
 @dataclass(frozen=True)
 class CusetParams:
-    """The CuSeT constants, defaults from cuset.md."""
+    """The CuSeT constants, with the defaults of docs/cuset.md."""
 
     tau_high: float = 0.9
     tau_low: float = 0.5

@@ -6,7 +6,7 @@ Each task runs in its own process (built with `load_inline`, its own extension f
 limit): reference and solution are built from the same seed, fed the same fresh inputs for three
 seeds, and compared with torch.allclose (atol = rtol = 1e-4 in float32, 1e-2 in half types,
 exact for integers), TF32 off. This is the seed corpus's self-check, not the full verification
-protocol (that comes with the verification issue).
+protocol (that is `kernelwright verify`, docs/verification.md).
 """
 
 from __future__ import annotations

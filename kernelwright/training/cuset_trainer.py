@@ -1,4 +1,4 @@
-"""TRL SFT with the CuSeT-weighted loss (../shared/design/cuset.md).
+"""TRL SFT with the CuSeT-weighted loss (docs/cuset.md).
 
     L = sum_s w_s * sum_t m_t * a_t * nll_t  /  sum_s sum_t m_t
 

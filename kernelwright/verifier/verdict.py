@@ -3,7 +3,7 @@
 Times are milliseconds (`*_ms`) or seconds (`*_s`), never mixed; ratios are computed from the
 unrounded medians.
 
-Reason codes (one per cheat class of ../shared/design/verification.md and per failure kind):
+Reason codes (one per cheat class of docs/verification.md and per failure kind):
 
 | reason | status | meaning |
 | --- | --- | --- |

@@ -5,7 +5,7 @@
 SPEC.json names the problem, the candidate, the result file and the protocol options. The worker
 writes its progress (`phase`) and finally its verdict to the result file, atomically, so that the
 parent can tell where a worker that died (crash, `os._exit`, timeout) was. Protocol:
-../shared/design/verification.md; the reason codes are in `kernelwright.verifier.verdict`.
+docs/verification.md; the reason codes are in `kernelwright.verifier.verdict`.
 """
 
 from __future__ import annotations

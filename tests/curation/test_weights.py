@@ -1,4 +1,4 @@
-"""CuSeT algebra against values computed by hand (cuset.md)."""
+"""CuSeT algebra against values computed by hand (docs/cuset.md)."""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ Cheap to expensive; a sample is removed by the first filter it fails, under that
 1. exact_duplicate: same normalised code tokens (`code_norm`) as an earlier sample;
 2. the static cheat checks of `evaluation.static_checks` (one implementation with `verify`), in
    this order: syntax_error, no_model_new, harness_tampering, fallback_try_except, fallback_torch_op;
+   then torch_compute_in_cuda: the C++/CUDA host code calls PyTorch compute (`at::matmul`, `x.sum()`,
+   ...; `cuda.torch_calls`, one implementation with `verify`'s warning; `torch_compute_filter=False`: off);
 3. no_kernel: no `__global__` kernel built, launched and called (`check_source(require_call=True)`);
 4. contaminated: overlaps an evaluation problem (`decontaminate`, computed by the caller);
 5. near_duplicate: MinHash/LSH Jaccard of code shingles over a threshold (`near_dup`);
@@ -31,13 +33,16 @@ from kernelwright.cuda.nvrtc import DEFAULT_ARCH
 from kernelwright.cuda.nvrtc_cache import compile_all
 from kernelwright.cuda.spans import cuda_source_of
 from kernelwright.cuda.static_checks import StaticReport, check_source
+from kernelwright.cuda.torch_calls import TorchCallScan, scan_candidate
 from kernelwright.curation.near_dup import near_duplicates
 from kernelwright.prompting import extract_code
 
 log = logging.getLogger(__name__)
 
 STATIC_REASONS = ("syntax_error", "no_model_new", "harness_tampering", "fallback_try_except", "fallback_torch_op")
-REASONS = ("exact_duplicate", *STATIC_REASONS, "no_kernel", "contaminated", "near_duplicate", "nvrtc_error")
+TORCH_COMPUTE = "torch_compute_in_cuda"
+REASONS = ("exact_duplicate", *STATIC_REASONS, TORCH_COMPUTE, "no_kernel", "contaminated", "near_duplicate",
+           "nvrtc_error")
 
 
 class HasCompletion(Protocol):
@@ -106,6 +111,7 @@ class FilterSettings:
     nvrtc_arch: str = DEFAULT_ARCH
     workers: int = 2
     cache_dir: Path | None = None  # None: NVRTC results are not kept on disk
+    torch_compute_filter: bool = True  # remove samples whose C++/CUDA host code calls PyTorch compute
 
 
 def _exact_step(tokens: Mapping[str, list[str]]) -> Callable[[Sequence[S]], Removals]:
@@ -136,6 +142,25 @@ def _static_step(reports: Mapping[str, StaticReport], reasons: Sequence[str]) ->
                 out[s.id] = hit
         return out
     return step
+
+
+def _torch_compute_step(scans: Mapping[str, TorchCallScan]) -> Callable[[Sequence[S]], Removals]:
+    def step(samples: Sequence[S]) -> Removals:
+        return {s.id: (TORCH_COMPUTE, scans[s.id].detail) for s in samples if s.id in scans and scans[s.id].flagged}
+    return step
+
+
+def _scan_static(codes: Mapping[str, str], settings: FilterSettings,
+                 report: FilterReport) -> tuple[dict[str, StaticReport], dict[str, TorchCallScan]]:
+    """The static checks and (unless off) the torch-compute scan of every sample, flagged for the audit."""
+    start = time.perf_counter()
+    reports = {k: check_source(code, require_call=True) for k, code in codes.items()}
+    scans = {k: scan_candidate(code) for k, code in codes.items()} if settings.torch_compute_filter else {}
+    report.seconds["static_checks"] = time.perf_counter() - start
+    for reason in (*STATIC_REASONS, "no_kernel"):
+        report.flag(reason, {k: "; ".join(r.by_reason[reason]) for k, r in reports.items() if reason in r.reasons})
+    report.flag(TORCH_COMPUTE, {k: scan.detail for k, scan in scans.items() if scan.flagged})
+    return reports, scans
 
 
 def _near_dup_step(settings: FilterSettings, tokens: Mapping[str, list[str]]) -> Callable[[Sequence[S]], Removals]:
@@ -176,15 +201,12 @@ def run_filters(samples: Sequence[S], settings: FilterSettings, contaminated: Ma
         report.removed.setdefault(reason, [])
     codes = {s.id: extract_code(s.completion) for s in samples}
     tokens = {k: code_tokens(code) for k, code in codes.items()}  # exact and near duplicates compare these
-    start = time.perf_counter()
-    reports = {k: check_source(code, require_call=True) for k, code in codes.items()}
-    report.seconds["static_checks"] = time.perf_counter() - start
-    for reason in (*STATIC_REASONS, "no_kernel"):
-        report.flag(reason, {k: "; ".join(r.by_reason[reason]) for k, r in reports.items() if reason in r.reasons})
+    reports, scans = _scan_static(codes, settings, report)
     contaminated = contaminated or {}
     steps: list[tuple[str, Callable[[Sequence[S]], Removals]]] = [
         ("exact_duplicate", _exact_step(tokens)),
         ("static", _static_step(reports, STATIC_REASONS)),
+        ("torch_compute", _torch_compute_step(scans)),
         ("kernel_present", _static_step(reports, ("no_kernel",))),
         ("decontaminate", lambda ss: {s.id: ("contaminated", contaminated[s.id]) for s in ss if s.id in contaminated}),
         ("near_duplicate", _near_dup_step(settings, tokens)),

@@ -96,6 +96,9 @@ class CurateConfig:
         default=True, metadata={"help": "NVRTC-compile each sample's device code on the CPU; false: skip."}
     )
     nvrtc_arch: str = field(default=DEFAULT_ARCH, metadata={"help": "NVRTC --gpu-architecture."})
+    torch_compute_filter: bool = field(default=True, metadata={
+        "help": "Remove samples whose C++/CUDA host code calls PyTorch compute (at::matmul, x.sum(), ...); "
+                "false: keep them."})
     workers: int = field(default=0, metadata={"help": "Processes for NVRTC compiles. 0: one per CPU core."})
     split: str = field(
         default="train",
@@ -156,6 +159,7 @@ class CurateConfig:
             near_dup_threshold=self.near_dup_threshold or 2.0, shingle=self.near_dup_shingle,
             num_perm=self.near_dup_num_perm, nvrtc=self.nvrtc, nvrtc_arch=self.nvrtc_arch,
             workers=self.workers or os.cpu_count() or 1, cache_dir=workdir / "cache" / "nvrtc",
+            torch_compute_filter=self.torch_compute_filter,
         )
 
 

@@ -35,6 +35,9 @@ Reason codes (one per cheat class of docs/verification.md and per failure kind):
 | problem_input_independent | rejected | the problem itself does not depend on its input: cannot verify |
 | no_candidate | compile_error | `evaluate` only: no candidate file for this problem and sample |
 | no_gpu | not_verified | `evaluate` only: static checks and NVRTC passed; no GPU here, so never run |
+
+`warnings` are notes that leave the status as it is: e.g. the candidate's C++/CUDA host code calls
+PyTorch compute (`at::matmul`, `x.sum()`), which on a GPU the run-time custom-kernel share judges.
 """
 
 from __future__ import annotations
@@ -107,6 +110,7 @@ class Verdict:
     static_only: bool = False
     build: str | None = None  # how the candidate's extension(s) were built: split, slim or as_written
     phase_s: dict[str, float] = field(default_factory=dict)  # seconds per worker phase; worker_wall: the process
+    warnings: list[str] = field(default_factory=list)  # one line each; they never change the status
 
     @classmethod
     def of(cls, reason: str, detail: str = "", **kw: Any) -> Verdict:

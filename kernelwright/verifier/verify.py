@@ -1,4 +1,5 @@
 """Verify candidates against problems: static checks here, everything else in a worker process.
+A candidate whose C++/CUDA host code calls PyTorch compute gets a warning on its verdict.
 
     kernelwright verify --problem P.py --candidate C.py [--json OUT] [--static]
 
@@ -23,6 +24,7 @@ from pathlib import Path
 from kernelwright import atomic
 from kernelwright.cuda.pch import header_built_alongside
 from kernelwright.cuda.static_checks import check_source
+from kernelwright.cuda.torch_calls import scan_candidate
 from kernelwright.errors import NoCudaDevice, UsageError
 from kernelwright.verifier.problems import parse_problem_source
 from kernelwright.verifier.verdict import Verdict
@@ -79,11 +81,31 @@ def read_inputs(problem: Path, candidate: Path) -> str:
 
 
 def static_verdict(source: str) -> Verdict | None:
-    """A rejection from the static checks, or None when they pass."""
+    """A rejection from the static checks (with the source's warnings), or None when they pass."""
     report = check_source(source)
     if report.ok:
         return None
-    return Verdict.of(report.reasons[0], "; ".join(report.details))
+    return with_warnings(Verdict.of(report.reasons[0], "; ".join(report.details)), source_warnings(source))
+
+
+def source_warnings(source: str) -> list[str]:
+    """What the candidate's source says that does not decide its verdict: its C++/CUDA host code
+    calls PyTorch compute (on a GPU, the run-time custom-kernel share decides)."""
+    detail = scan_candidate(source).detail
+    return [detail] if detail else []
+
+
+def with_warnings(verdict: Verdict, warnings: Sequence[str]) -> Verdict:
+    """`verdict`, its warnings extended by those of `warnings` it lacks."""
+    verdict.warnings.extend(w for w in warnings if w not in verdict.warnings)
+    return verdict
+
+
+def _candidate_warnings(candidate: str) -> list[str]:
+    try:
+        return source_warnings(Path(candidate).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return []
 
 
 def cuda_available() -> bool:
@@ -148,7 +170,7 @@ def run_worker(spec: Spec, timeout_s: float, host_memory_gb: float = 0.0) -> Ver
         # the worker's own verdict carries its phases; a killed or dead worker's are in its last state
         phases = verdict.phase_s or state.get("phase_s", {})
         verdict.phase_s = {**phases, "worker_wall": time.perf_counter() - started}
-        return verdict
+        return with_warnings(verdict, _candidate_warnings(spec.candidate))
 
 
 def _worker_verdict(outcome: str, err: bytes, state: dict, returncode: int | None, timeout_s: float,
@@ -189,7 +211,7 @@ def verify_one(cfg: VerifyConfig) -> Verdict:
     if rejected is not None:
         return rejected
     if cfg.static:
-        return Verdict(status="correct", reason="static_ok", static_only=True,
+        return Verdict(status="correct", reason="static_ok", static_only=True, warnings=source_warnings(source),
                        detail="static checks passed; not run on a GPU (--static)")
     if not cuda_available():
         raise NoCudaDevice("no CUDA device on this machine: run with --static for the static checks alone")

@@ -113,3 +113,21 @@ def test_nvrtc_results_are_cached_on_disk(tmp_path: Path) -> None:
     assert len(list((tmp_path / "nvrtc").glob("*.json"))) == 2
     kept, second = run_filters(samples, settings)
     assert second.stats == {"nvrtc_compiled": 0, "nvrtc_cache_hits": 2} and len(kept) == 2
+
+
+def test_torch_compute_in_the_host_code_is_removed_with_its_own_reason(tmp_path: Path) -> None:
+    from kernelwright.curation.stage import CurateConfig
+
+    wrapper = GOOD.replace("auto y = torch::empty_like(x);", "auto y = at::matmul(x, x).contiguous();")
+    honest = load_seed_tasks()[0].solution
+    samples = [_s("matmul", wrapper), _s("honest", honest)]
+    settings = _settings(tmp_path, nvrtc=False, near_dup_threshold=2.0)
+    kept, report = run_filters(samples, settings)
+    assert [s.id for s in kept] == ["honest"]
+    assert {k: v for k, v in report.removed.items() if v} == {"torch_compute_in_cuda": ["matmul"]}
+    detail = report.as_dict()["removed"]["torch_compute_in_cuda"]["details"]["matmul"]
+    assert detail == "host code calls PyTorch compute: at::matmul (line 9)"  # of the extracted code
+    assert report.as_dict()["flagged"]["torch_compute_in_cuda"]["ids"] == ["matmul"]
+    off = _settings(tmp_path, nvrtc=False, near_dup_threshold=2.0, torch_compute_filter=False)
+    assert len(run_filters(samples, off)[0]) == 2
+    assert CurateConfig(torch_compute_filter=False).filters(tmp_path).torch_compute_filter is False

@@ -11,7 +11,7 @@ import pytest
 
 from kernelwright.cli import main
 from kernelwright.verifier.verdict import REASON_STATUS, Verdict
-from kernelwright.verifier.verify import VerifyConfig, static_verdict, verify_many, watch
+from kernelwright.verifier.verify import VerifyConfig, static_verdict, verify_many, verify_one, watch
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 EXPECTED: dict[str, dict[str, str]] = json.loads((FIXTURES / "expected.json").read_text())
@@ -154,3 +154,47 @@ def test_median_phase_seconds_over_the_verdicts_that_had_the_phase() -> None:
     c = Verdict.of("timeout", phase_s={"compile": 5.0, "timing": 3.0, "worker_wall": 9.0})
     assert median_phase_s([a, b, c]) == {"compile": 5.0, "timing": 2.0, "worker_wall": 9.0}
     assert a.brief() == "ok (split, worker 12 s)"
+
+
+def _torch_wrapper(tmp_path: Path) -> VerifyConfig:
+    """honest_affine.py with a host wrapper that launches its kernel but returns PyTorch's answer."""
+    source = (FIXTURES / "candidates" / "honest_affine.py").read_text()
+    cheat = source.replace("    return y;\n", "    return at::add(at::mul(xc, 2.0), 1.0);\n")
+    assert cheat != source
+    path = tmp_path / "torch_wrapper.py"
+    path.write_text(cheat)
+    return VerifyConfig(problem=_cfg("honest_affine.py").problem, candidate=str(path))
+
+
+TORCH_WARNING = "host code calls PyTorch compute: at::add (line 20), at::mul (line 20)"
+
+
+def test_verify_static_warns_of_torch_compute_in_the_host_code(tmp_path: Path, capsys) -> None:
+    """A warning, not a rejection: on a GPU the run-time custom-kernel share decides."""
+    cfg = _torch_wrapper(tmp_path)
+    out = tmp_path / "v.json"
+    assert main(["verify", "--problem", cfg.problem, "--candidate", cfg.candidate, "--static", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["reason"] == "static_ok" and data["warnings"] == [TORCH_WARNING]
+    assert "warning:" in capsys.readouterr().err
+    honest = _cfg("honest_affine.py", static=True)
+    assert verify_one(honest).warnings == []
+    fallback = Path(cfg.candidate).read_text().replace("return _ext.run(x)", "return torch.relu(_ext.run(x))")
+    rejected = static_verdict(fallback)
+    assert rejected is not None and rejected.reason == "fallback_torch_op" and rejected.warnings == [TORCH_WARNING]
+
+
+def test_the_warning_is_on_the_worker_verdict_too(tmp_path: Path) -> None:
+    cfg = _torch_wrapper(tmp_path)
+    cfg.build_cache, cfg.timeout_s = str(tmp_path / "builds"), 120.0
+    seen: list[Verdict] = []
+    verdict = verify_many([cfg], jobs=1, on_done=lambda _c, v: seen.append(v))[0]
+    assert verdict.warnings == [TORCH_WARNING] and seen == [verdict]
+
+
+def test_verdict_warnings_round_trip_and_older_json_loads() -> None:
+    v = Verdict.of("ok", "fine", warnings=["host code calls PyTorch compute: at::mm (line 3)"])
+    assert Verdict.from_json(v.to_json()) == v
+    old = Verdict.of("wrong_output", "off").to_json()
+    del old["warnings"]
+    assert Verdict.from_json(old).warnings == []

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 import torch.utils.cpp_extension as cpp_ext
 
-from kernelwright.verifier.worker import import_file
+from kernelwright.verifier.isolation import import_file
 
 REQUIRED_META = {"id", "category", "dtype", "description"}
 

@@ -22,7 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kernelwright.verifier.worker import import_file, tolerance
+from kernelwright.verifier.inputs import tolerance
+from kernelwright.verifier.isolation import import_file
 
 SEEDS = (0, 1, 2)
 

@@ -71,7 +71,8 @@ def test_suite_references_run_on_every_shape_on_gpu() -> None:
     """Each suite reference runs on every shape: finite output, and it depends on the input."""
     import torch
 
-    from kernelwright.verifier.worker import _draw_inputs, import_file
+    from kernelwright.verifier.inputs import draw_inputs
+    from kernelwright.verifier.isolation import import_file
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -82,7 +83,7 @@ def test_suite_references_run_on_every_shape_on_gpu() -> None:
         model = mod.Model(*mod.get_init_inputs()).cuda().eval()
         for shape in p.shapes:
             with torch.no_grad():
-                outs = [model(*_draw_inputs(mod, shape, seed, "default")) for seed in (0, 1)]
+                outs = [model(*draw_inputs(mod, shape, seed, "default")) for seed in (0, 1)]
             torch.cuda.synchronize()
             ran += 1
             if not all(torch.isfinite(o.float()).all() for o in outs):

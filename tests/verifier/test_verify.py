@@ -116,12 +116,12 @@ def test_watch_kills_on_host_memory_and_time_limits() -> None:
 
 def test_worker_kernel_names_see_launch_bounds_after_the_return_type(tmp_path: Path) -> None:
     """The profiler share counts kernels by these names: `void __launch_bounds__(256) k` is `k`."""
-    from kernelwright.verifier.worker import _kernel_names
+    from kernelwright.verifier.profiling import candidate_kernel_names
 
     src = tmp_path / "c.py"
     src.write_text('cuda = """\n__global__ void __launch_bounds__(256) k(float* x) {}\n'
                    '__global__ __launch_bounds__(128, 2) void k2(int n) {}\n"""\n')
-    assert _kernel_names(src) == {"k", "k2"}
+    assert candidate_kernel_names(src) == {"k", "k2"}
 
 
 def test_progress_accumulates_seconds_per_phase(tmp_path: Path) -> None:

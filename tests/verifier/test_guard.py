@@ -1,9 +1,12 @@
-"""The worker's harness guard (class 7), on the CPU: what it holds, what it catches, what it allows."""
+"""The harness guard (class 7), on the CPU: what it holds, what it catches, what it allows."""
 
 from __future__ import annotations
 
 import gc
-import threading
+import importlib.util
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -12,8 +15,10 @@ from typing import Any
 import pytest
 import torch
 
-from kernelwright.verifier import worker
-from kernelwright.verifier.worker import HarnessGuard, Rejected
+from kernelwright.verifier import guard as guard_module
+from kernelwright.verifier import inputs, isolation, profiling, timing, worker
+from kernelwright.verifier.guard import GUARDED_MODULES, HARNESS_MODULES, HarnessGuard, held_models
+from kernelwright.verifier.isolation import Rejected, import_file
 
 
 @pytest.fixture
@@ -61,12 +66,76 @@ def test_tensor_method_shadowed_in_the_subclass(guard: HarnessGuard, restore: li
 
 
 def test_harness_function_and_timer_method(guard: HarnessGuard, restore: list) -> None:
-    restore.append((worker, "_median_ms", worker._median_ms))
-    restore.append((worker.Timer, "time_ms", worker.Timer.time_ms))
-    worker._median_ms = lambda *a: 0.0  # type: ignore[assignment]
-    worker.Timer.time_ms = lambda self, fn, stream: 0.001  # type: ignore[method-assign]
+    restore.append((timing, "median_ms", timing.median_ms))
+    restore.append((timing.Timer, "time_ms", timing.Timer.time_ms))
+    timing.median_ms = lambda *a: 0.0  # type: ignore[assignment]
+    timing.Timer.time_ms = lambda self, fn, stream: 0.001  # type: ignore[method-assign]
     detail = _replaced(guard)
-    assert "worker._median_ms" in detail and "Timer.time_ms" in detail
+    assert "timing.median_ms" in detail and "Timer.time_ms" in detail
+
+
+# one function of each of the harness's own modules: what a candidate would replace there
+HARNESS_FUNCTIONS = [(worker, "check_shape"), (isolation, "import_file"), (inputs, "compare"),
+                     (guard_module, "held_models"), (timing, "median_ms"), (profiling, "custom_share")]
+HARNESS_IDS = [mod.__name__.rsplit(".", 1)[-1] for mod, _ in HARNESS_FUNCTIONS]
+
+
+def test_every_harness_module_is_held(guard: HarnessGuard) -> None:
+    """The worker and each module it is split into, held as the modules the harness calls are."""
+    held = {hold.label: hold.mod for hold in guard.held_modules}
+    assert all(held[name.rsplit(".", 1)[-1]] is sys.modules[name] for name in HARNESS_MODULES)
+    assert sorted(mod.__name__ for mod, _ in HARNESS_FUNCTIONS) == sorted(HARNESS_MODULES)
+
+
+@pytest.mark.parametrize(("mod", "name"), HARNESS_FUNCTIONS, ids=HARNESS_IDS)
+def test_a_harness_module_function_replaced(guard: HarnessGuard, restore: list, mod: ModuleType, name: str) -> None:
+    restore.append((mod, name, getattr(mod, name)))
+    setattr(mod, name, lambda *a, **k: (None, "", 0.0))
+    assert f"{mod.__name__.rsplit('.', 1)[-1]}.{name}" in _replaced(guard)
+
+
+@pytest.mark.parametrize("mod", [inputs, worker], ids=["inputs", "worker"])
+def test_a_comparison_that_always_agrees_is_caught(guard: HarnessGuard, restore: list, mod: ModuleType) -> None:
+    """`compare` replaced where it is defined (inputs) or in the worker, which calls it."""
+    restore.append((mod, "compare", mod.compare))
+    mod.compare = lambda out, ref: (None, "max abs err 0", 0.0)  # type: ignore[attr-defined]
+    assert f"{mod.__name__.rsplit('.', 1)[-1]}.compare" in _replaced(guard)
+
+
+def test_the_worker_run_as_main_is_the_one_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m kernelwright.verifier.worker` runs the worker as `__main__`, not under its name:
+    that module is the worker held (and its Progress), and the guard raises the Rejected its `main`
+    catches (a second copy of the worker would bring its own)."""
+    spec = importlib.util.find_spec("kernelwright.verifier.worker")
+    assert spec is not None and spec.loader is not None
+    main = importlib.util.module_from_spec(spec)  # as runpy runs it: __spec__.name is the dotted name
+    spec.loader.exec_module(main)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.delitem(sys.modules, "kernelwright.verifier.worker")
+    guard = HarnessGuard()
+    assert {hold.label: hold.mod for hold in guard.held_modules}["worker"] is main
+    assert main.Progress in {cls for cls, _ in guard.held_classes} and worker.Progress is not main.Progress
+    monkeypatch.setattr(main, "check_shape", lambda *a: 0.0)
+    with pytest.raises(main.Rejected) as exc:
+        guard.check()
+    assert exc.value.detail == "replaced: worker.check_shape"
+
+
+def test_no_harness_module_imports_the_worker_and_all_it_loads_is_held() -> None:
+    """The modules the worker is split into do not import it (under `python -m` that would load a
+    second copy beside the one running), and importing the worker loads no kernelwright.verifier
+    module that the guard does not hold."""
+    others = [name for name in HARNESS_MODULES if not name.endswith(".worker")]
+    code = ("import json, sys\n"
+            f"for name in {others!r}:\n    __import__(name)\n"
+            "before = 'kernelwright.verifier.worker' in sys.modules\n"
+            "import kernelwright.verifier.worker\n"
+            "print(json.dumps([before, sorted(m for m in sys.modules if m.startswith('kernelwright.verifier.'))]))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    before, loaded = json.loads(run.stdout)
+    assert before is False
+    assert set(loaded) <= {*HARNESS_MODULES, *GUARDED_MODULES}
 
 
 def test_instance_attributes_and_shadowing_methods(guard: HarnessGuard) -> None:
@@ -113,16 +182,6 @@ def test_tf32_switched_on(guard: HarnessGuard, restore: list) -> None:
     assert "TF32" in _replaced(guard)
 
 
-def test_profiler_warm_up_is_joined_and_not_tampering(guard: HarnessGuard) -> None:
-    """The profiler's first session runs in a thread during the candidate's import; it is over when
-    the import is (the profiler's own native threads may stay: the worker counts threads after the
-    import), and it changes nothing the guard holds."""
-    with worker.profiler_started_alongside(True):
-        torch.ones(4).sum()
-    assert "kw-profiler-warm-up" not in {t.name for t in threading.enumerate()}
-    guard.check()
-
-
 def test_verdict_writing_path_is_held(guard: HarnessGuard, restore: list) -> None:
     """A forward that swaps how the result file is written (to forge the verdict) is caught."""
     from kernelwright import atomic
@@ -146,7 +205,7 @@ def test_reference_problem_is_held(tmp_path: Path) -> None:
     src = tmp_path / "prob.py"
     src.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
                    "        return abs(x) + 1\n")
-    problem = worker.import_file(src, "kw_test_problem")
+    problem = import_file(src, "kw_test_problem")
     guard = HarnessGuard()
     guard.watch_module(problem, "problem")
     guard.check()
@@ -173,9 +232,17 @@ def test_module_call_is_held(guard: HarnessGuard, restore: list) -> None:
 
 
 def test_harness_global_shadowing_a_builtin(guard: HarnessGuard, restore: list) -> None:
-    restore.append((worker, "sorted", None))
-    worker.sorted = lambda xs: [0.001 for _ in xs]  # would shadow sorted() in _median_ms
-    assert "worker.sorted (shadows the builtin)" in _replaced(guard)
+    restore.append((timing, "sorted", None))
+    timing.sorted = lambda xs: [0.001 for _ in xs]  # would shadow sorted() in median_ms
+    assert "timing.sorted (shadows the builtin)" in _replaced(guard)
+
+
+@pytest.mark.parametrize("mod", [mod for mod, _ in HARNESS_FUNCTIONS], ids=HARNESS_IDS)
+def test_a_global_shadowing_a_builtin_in_each_harness_module(guard: HarnessGuard, restore: list,
+                                                              mod: ModuleType) -> None:
+    restore.append((mod, "sorted", None))
+    mod.sorted = lambda xs: list(xs)  # type: ignore[attr-defined]
+    assert f"{mod.__name__.rsplit('.', 1)[-1]}.sorted (shadows the builtin)" in _replaced(guard)
 
 
 def test_a_lookalike_of_dynamos_module_patch_is_caught(guard: HarnessGuard, restore: list) -> None:
@@ -217,7 +284,7 @@ def test_torch_compile_of_a_module_is_not_tampering(tmp_path: Path, restore: lis
     mutation_guard = _unpatch_dynamo_module_tagging(restore)
     src = tmp_path / "prob_nn.py"
     src.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n")
-    problem = worker.import_file(src, "kw_test_problem_nn")
+    problem = import_file(src, "kw_test_problem_nn")
     guard = HarnessGuard()
     guard.watch_module(problem, "problem")
     assert torch.equal(torch.compile(problem.Model(), backend="aot_eager")(torch.ones(3)), torch.full((3,), 2.0))
@@ -307,7 +374,7 @@ def _problem_and_candidate(new: type) -> tuple[ModuleType, ModuleType]:
 
 def test_a_lazy_reference_is_held_after_its_first_forward(guard: HarnessGuard) -> None:
     problem, candidate = _problem_and_candidate(_LazyReference)
-    with worker._held_models(problem, candidate, 0, guard, [torch.ones(2, 4)], device="cpu") as (ref, _):
+    with held_models(problem, candidate, 0, guard, [torch.ones(2, 4)], device="cpu") as (ref, _):
         with torch.no_grad():
             ref(torch.ones(2, 4))
         guard.check()  # the weights LazyLinear made on the warm-up forward are the held ones
@@ -315,7 +382,7 @@ def test_a_lazy_reference_is_held_after_its_first_forward(guard: HarnessGuard) -
 
 def test_the_reference_is_held_before_the_candidate_is_constructed(guard: HarnessGuard) -> None:
     problem, candidate = _problem_and_candidate(_ReachesTheReference)
-    with worker._held_models(problem, candidate, 0, guard, [torch.ones(2, 4)], device="cpu"):
+    with held_models(problem, candidate, 0, guard, [torch.ones(2, 4)], device="cpu"):
         assert "reference.forward" in _replaced(guard)
 
 
@@ -326,26 +393,3 @@ def test_compiling_the_reference_changes_nothing_held(guard: HarnessGuard) -> No
         with torch.no_grad():
             assert torch.allclose(compiled(torch.ones(2, 4)), ref(torch.ones(2, 4)))
         guard.check()
-
-
-def test_a_build_without_the_header_leaves_it_for_the_others(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Stock `load_inline(use_pch=False)` deletes torch's shared precompiled header; a worker's
-    candidate with its own host flags must not take it from the workers building beside it."""
-    import torch.utils.cpp_extension as ext
-
-    removed: list[bool] = []
-    calls: list[dict[str, Any]] = []
-
-    def stock(name: str, cpp_sources: Any, cuda_sources: Any = None, **kw: Any) -> str:
-        calls.append(kw)
-        if not kw.get("use_pch"):
-            ext.remove_extension_h_precompiler_headers()  # what torch's load_inline does
-        return name
-
-    monkeypatch.setattr(ext, "remove_extension_h_precompiler_headers", lambda: removed.append(True))
-    monkeypatch.setattr(ext, "load_inline", stock)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
-    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
-    worker._patch_load_inline(str(tmp_path))
-    assert ext.load_inline("m", "int f();", None, extra_cflags=["-O2"]) == "m"
-    assert calls[0]["use_pch"] is False and not removed

@@ -1,0 +1,145 @@
+"""Isolation and build: what the candidate's process can reach, and how its extension is built.
+
+- `Rejected`: raised anywhere in the harness to end verification with a verdict;
+- `no_network`: no network for the candidate (a new network namespace where allowed, no sockets);
+- `patch_load_inline`: cheaper `load_inline` builds that compute the same thing (split build, slim
+  header, precompiled header); `BUILD_PATHS` records how each call was built;
+- `import_file`: the problem and the candidate, imported from their files;
+- `thread_count`: the process's threads (a candidate's work escaping to threads of its own);
+- `exclusive`: a lock file held while a worker times, so that one process times at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.util
+import json
+import os
+import socket
+import sys
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kernelwright.cuda.pch import use_header
+
+
+class Rejected(Exception):
+    """Raised inside the worker to end verification with a verdict."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason, self.detail = reason, detail
+
+
+# ---------------------------------------------------------------- isolation and build
+
+
+def no_network() -> None:
+    """No network for the candidate: a new network namespace where allowed, and no sockets."""
+    if hasattr(os, "unshare"):
+        with contextlib.suppress(OSError):
+            os.unshare(os.CLONE_NEWNET)  # type: ignore[attr-defined]
+
+    def refuse(*_a: Any, **_k: Any) -> Any:
+        raise PermissionError("network access is disabled during verification")
+
+    socket.socket = refuse  # type: ignore[assignment,misc]
+    socket.create_connection = refuse  # type: ignore[assignment]
+
+
+def patch_load_inline(cache: str | None, split: bool = False, pch_lock: str | None = None) -> None:
+    """Cheaper `load_inline` builds that compute the same thing.
+
+    - a build folder per content hash (a second candidate with the same sources is not rebuilt);
+    - only the present GPU's architecture (TORCH_CUDA_ARCH_LIST);
+    - the .cu file includes `torch/types.h` instead of `torch/extension.h` (no pybind11, no
+      autograd API: half the host parse), retried with the original header if that fails;
+    - a precompiled `torch/extension.h` for the C++ bindings file (`use_pch`), built by the parent
+      while this worker started (`pch_lock`, see pch.py). A call without it leaves the shared header
+      in place: stock `load_inline(use_pch=False)` deletes it, under the other workers' builds.
+    """
+    import torch
+    import torch.utils.cpp_extension as ext
+
+    major, minor = torch.cuda.get_device_capability()
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", f"{major}.{minor}")
+    original = ext.load_inline
+    ext.remove_extension_h_precompiler_headers = lambda: None  # load_inline looks it up at each call
+
+    def load_inline(name: str, cpp_sources: Any, cuda_sources: Any = None, **kw: Any) -> Any:
+        sources = json.dumps([name, cpp_sources, cuda_sources, kw.get("functions"), kw.get("extra_cuda_cflags"),
+                              kw.get("extra_cflags"), os.environ["TORCH_CUDA_ARCH_LIST"]], default=str)
+        digest = hashlib.sha256(sources.encode()).hexdigest()[:20]
+        if cache and not kw.get("build_directory"):
+            kw["build_directory"] = str(Path(cache) / digest)
+            Path(kw["build_directory"]).mkdir(parents=True, exist_ok=True)
+        kw["use_pch"] = use_header(kw, pch_lock)
+        if split:  # None: not splittable or the split build failed
+            from kernelwright.cuda.split_build import try_split_build
+            if (module := try_split_build(original, name, cpp_sources, cuda_sources, kw)) is not None:
+                BUILD_PATHS.append("split")
+                return module
+        slim = _slim_cuda(cuda_sources)
+        if slim is not None:
+            try:
+                module = original(name, cpp_sources, slim, **kw)
+                BUILD_PATHS.append("slim")
+                return module
+            except Exception:  # noqa: BLE001 - the slim header was not enough: build as written
+                pass
+        module = original(name, cpp_sources, cuda_sources, **kw)
+        BUILD_PATHS.append("as_written")
+        return module
+
+    ext.load_inline = load_inline  # type: ignore[assignment]
+
+
+BUILD_PATHS: list[str] = []  # how each load_inline call of this worker was built: split, slim or as_written
+
+
+def _slim_cuda(cuda_sources: Any) -> Any:
+    def slim(src: str) -> str:
+        return src.replace("#include <torch/extension.h>", "#include <torch/types.h>")
+
+    if isinstance(cuda_sources, str) and "torch/extension.h" in cuda_sources:
+        return slim(cuda_sources)
+    if isinstance(cuda_sources, list) and any("torch/extension.h" in s for s in cuda_sources):
+        return [slim(s) for s in cuda_sources]
+    return None
+
+
+def import_file(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise Rejected("exception", f"cannot import {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# ---------------------------------------------------------------- the process's threads and the timing lock
+
+
+def thread_count() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+@contextlib.contextmanager
+def exclusive(lock_path: str | None):
+    if lock_path is None:
+        yield
+        return
+    with open(lock_path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

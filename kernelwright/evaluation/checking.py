@@ -19,7 +19,7 @@ from kernelwright.cuda.spans import cuda_source_of
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.candidates import Candidate
 from kernelwright.verifier.verdict import Verdict
-from kernelwright.verifier.verify import VerifyConfig, read_inputs, static_verdict
+from kernelwright.verifier.verify import VerifyConfig, read_inputs, source_warnings, static_verdict, with_warnings
 
 NEVER_COMPILED = frozenset({"syntax_error", "no_candidate", "compile_error"})
 
@@ -103,7 +103,8 @@ def check_candidates(cands: Sequence[Candidate], cfg: VerifyConfig, jobs: int, g
         verdicts = dict(zip(todo, verifier(cfgs, jobs), strict=True))
     rows = []
     for i, c in enumerate(cands):
-        v = pre[i] or verdicts.get(i) or not_verified(nvrtc[i], no_gpu_reason)
+        v = pre[i] or verdicts.get(i) or with_warnings(not_verified(nvrtc[i], no_gpu_reason),
+                                                        source_warnings(_source(c)))
         rows.append(_row(c, v, nvrtc[i], i in verdicts))
     return rows
 

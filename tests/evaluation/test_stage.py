@@ -231,3 +231,18 @@ def test_evaluate_refuses_a_missing_suite_before_touching_the_store(tmp_path: Pa
     assert not (workdir / "mlflow.db").exists()
     assert main(["evaluate", "--model", str(tmp_path / "no-model"), "--workdir", str(workdir)]) == 2
     assert not (workdir / "mlflow.db").exists()
+
+
+def test_a_cpu_evaluation_carries_the_host_code_pytorch_warning(suite: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stage, "cuda_available", lambda: False)
+    gen = tmp_path / "gen_torch"
+    (gen / "level1" / "affine").mkdir(parents=True)
+    honest = (FIXTURES / "candidates" / "honest_affine.py").read_text()
+    partial = honest.replace("    return y;\n", "    return at::matmul(y, y.t());\n")
+    assert partial != honest
+    (gen / "level1" / "affine" / "sample_0.py").write_text(partial)
+    result = evaluate(EvaluateConfig(suite=str(suite), generations=str(gen), out=str(tmp_path / "out"),
+                                     workdir=str(tmp_path / "kw")))
+    row = next(r for r in result.rows if r.problem_id == "level1/affine")
+    assert row.verdict.reason == "no_gpu" and any("at::matmul" in w for w in row.verdict.warnings)

@@ -415,31 +415,44 @@ def run_curate(cfg: CurateConfig) -> Path:
     report.flag("contaminated", flagged)
     kept, report = run_filters(samples_of(corpus), cfg.filters(workdir), flagged, report)
     if not kept:
-        _nothing_left(cfg, out, report, inputs, "no sample is left after filtering")
+        _nothing_left(cfg, out, report, inputs)
     base = resolve_base_model(cfg.base_model, workdir)
     tokenizer = load_tokenizer(base)
     model = load_base_model(base).eval()
     try:
         with Progress() as progress:
             data, stats = curate_samples(kept, tokenizer, model, cfg, progress, report)
-    except UsageError as exc:
-        _nothing_left(cfg, out, report, inputs, str(exc))
+    except UsageError:
+        if report.kept > 0:
+            raise
+        _nothing_left(cfg, out, report, inputs)
     _write(out, data, cfg, report, stats, base, tokenizer.decode)
     _log(cfg, out, data, report, stats, base)
     _log_inputs(inputs)
     return out
 
 
-def _nothing_left(cfg: CurateConfig, out: Path, report: FilterReport, inputs: list[tuple[Path, pl.DataFrame]],
-                  why: str) -> NoReturn:
-    """Write report.json (the counts that emptied the corpus) and log them, then stop with a UsageError."""
+def _nothing_left(cfg: CurateConfig, out: Path, report: FilterReport,
+                  inputs: list[tuple[Path, pl.DataFrame]]) -> NoReturn:
+    """Write report.json (the counts that emptied the corpus) and log them, then stop with a
+    UsageError that says which filters removed how many."""
     atomic.write_json(out / "report.json", {"filters": report.as_dict(), "stats": {}})
     if mlflow.active_run() is not None:
         mlflow.log_params(config_to_params(cfg, "curate."))
         mlflow.log_table(report.table(), artifact_file="curate/filters.json")
         mlflow.log_artifact(str(out / "report.json"), artifact_path="curate")
     _log_inputs(inputs)
-    raise UsageError(f"{why}; report: {out / 'report.json'}")
+    raise UsageError(f"nothing left to write: {removal_counts(report, cfg.max_length)}; "
+                     f"see {out / 'report.json'}")
+
+
+def removal_counts(report: FilterReport, max_length: int) -> str:
+    """The filters that removed rows, with their counts, in filter order (the report's): '41 did
+    not parse, 82 fallback_try_except, ..., 1 longer than max_length=4096'."""
+    names = {"too_long": f"longer than max_length={max_length}"}
+    parts = [f"{len(report.parse_errors)} did not parse"] if report.parse_errors else []
+    parts += [f"{len(ids)} {names.get(reason, reason)}" for reason, ids in report.removed.items() if ids]
+    return ", ".join(parts) or "the input holds no rows"
 
 
 def _write_frame(path: Path, frame: pl.DataFrame) -> None:

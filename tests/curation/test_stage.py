@@ -67,6 +67,35 @@ def test_curate_cli_on_an_input_corpus(tmp_path: Path, tiny_model_dir: Path) -> 
     assert main([*args[:4], "prompt=ref_code,completion=kernel", *args[5:]]) == 2  # missing column: exit 2
 
 
+CL1_LIKE = Path(__file__).resolve().parents[1] / "fixtures" / "curation" / "cl1_like.jsonl"
+
+
+def test_curate_cli_says_which_filters_emptied_the_corpus(tmp_path: Path, tiny_model_dir: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Every row of the fixture is removed, only one of them by the length limit: the error counts
+    each filter's removals and points at report.json, written before it."""
+    import json
+
+    from kernelwright.cli import main
+
+    out = tmp_path / "out"
+    args = ["curate", "--input", str(CL1_LIKE), "--map", "prompt=ref_code,completion=custom_code",
+            "--base-model", str(tiny_model_dir), "--out", str(out), "--workdir", str(tmp_path / "wd"),
+            "--nvrtc", "false", "--max-length", "64"]
+    assert main(args) == 2
+    message = " ".join(capsys.readouterr().err.split())  # the console wraps long lines
+    expected = ("nothing left to write: 3 did not parse, 1 harness_tampering, 2 fallback_try_except, "
+                "2 fallback_torch_op, 1 no_kernel, 1 longer than max_length=64; "
+                f"see {out / 'report.json'}")
+    assert expected in message and "Traceback" not in message
+    report = json.loads((out / "report.json").read_text())["filters"]
+    assert (report["input_rows"], report["kept"], report["parse_errors"]["count"]) == (10, 0, 3)
+    counts = {k: v["count"] for k, v in report["removed"].items() if v["count"]}
+    assert counts == {"harness_tampering": 1, "fallback_try_except": 2, "fallback_torch_op": 2, "no_kernel": 1,
+                      "too_long": 1}
+    assert not list(out.glob(".*.tmp")) and not (out / "data.parquet").exists()
+
+
 def test_polars_scatter_keeps_the_last_write_of_a_repeated_index() -> None:
     """`_innermost` paints spans outermost first and relies on this."""
     s = pl.Series("x", [None] * 4, dtype=pl.UInt32).scatter([1, 2, 1, 1, 3, 2], [5, 6, 7, 8, 9, 0])

@@ -8,8 +8,9 @@
         -m kernelwright.cli train --config kernelwright/configs/train-fsdp.yaml --base-model PATH
 
 Run again with the same output folder and it resumes from the last checkpoint into the same
-MLflow run (the run id is saved beside the checkpoints). Under `accelerate launch` only the main
-process talks to MLflow.
+MLflow run (the run id is saved beside and into the checkpoints); when the tracking store does
+not hold that run (MLFLOW_TRACKING_URI changed), it warns and logs the resumed training to a new
+run. Under `accelerate launch` only the main process talks to MLflow.
 """
 
 from __future__ import annotations
@@ -22,8 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+import pyarrow as pa
+import pyarrow.parquet as pq
 import torch
 from datasets import Dataset
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
 from mlflow.tracking import MlflowClient
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 from trl import SFTConfig
@@ -148,15 +153,25 @@ class TrainResult:
     train_runtime_s: float
 
 
-def load_curated(data_dir: Path) -> tuple[Dataset, dict[str, Any]]:
+def check_curated(data_dir: Path) -> Path:
+    """`data_dir/data.parquet`, checked (from its schema alone) to hold what `kernelwright curate` writes."""
     path = data_dir / "data.parquet"
     if not path.is_file():
-        raise UsageError(f"no curated data at {path}: run `kernelwright curate` first or pass --data")
-    ds = Dataset.from_parquet(str(path))
-    assert isinstance(ds, Dataset)
-    missing = [c for c in ("input_ids", "labels", *WEIGHT_COLUMNS) if c not in ds.column_names]
+        raise UsageError(f"{data_dir} holds no curated data (no data.parquet): make it with `kernelwright curate "
+                         f"--out {data_dir}`, or pass --data with a folder that curate wrote")
+    try:
+        columns = pq.read_schema(path).names
+    except (OSError, pa.ArrowException) as exc:
+        raise UsageError(f"{path} is not a Parquet file ({exc}): remake it with `kernelwright curate`") from None
+    missing = [c for c in ("input_ids", "labels", *WEIGHT_COLUMNS) if c not in columns]
     if missing:
         raise UsageError(f"{path} lacks column(s) {', '.join(missing)}: it was not written by `kernelwright curate`")
+    return path
+
+
+def load_curated(data_dir: Path) -> tuple[Dataset, dict[str, Any]]:
+    ds = Dataset.from_parquet(str(check_curated(data_dir)))
+    assert isinstance(ds, Dataset)
     cuset_file = data_dir / "cuset.json"
     cuset = json.loads(cuset_file.read_text()) if cuset_file.is_file() else {}
     return ds.select_columns(["input_ids", "labels", *WEIGHT_COLUMNS]), cuset
@@ -314,14 +329,20 @@ def _register(cfg: TrainConfig, model: Any, tokenizer: PreTrainedTokenizerBase, 
     return str(version)
 
 
+def check_args(cfg: TrainConfig) -> None:
+    """What can be checked without a model or an MLflow store: run before either is touched."""
+    if _world_size() > 1 and cfg.lora:
+        raise UsageError("LoRA runs in one process (a 7B model's LoRA fits on one H200): use --full under FSDP")
+    check_curated(_data_dir(cfg))
+
+
 def run_train(cfg: TrainConfig) -> TrainResult:
     """Train one weighting; inside an active MLflow run, log everything to it and register the model."""
     if cfg.ablation is not None:
         raise UsageError("run_train trains one weighting: use run_ablation for --ablation")
-    if _world_size() > 1 and cfg.lora:
-        raise UsageError("LoRA runs in one process (a 7B model's LoRA fits on one H200): use --full under FSDP")
+    check_args(cfg)
     workdir = resolve_workdir(cfg.workdir)
-    data_dir = Path(cfg.data) if cfg.data else workdir / "curated"
+    data_dir = _data_dir(cfg)
     output_dir = _output_dir(cfg)
     dataset, cuset = load_curated(data_dir)
     dataset = drop_unlearnable(dataset, cfg.max_length)
@@ -352,6 +373,10 @@ def _output_dir(cfg: TrainConfig) -> Path:
     return Path(cfg.output_dir) if cfg.output_dir else resolve_workdir(cfg.workdir) / "train"
 
 
+def _data_dir(cfg: TrainConfig) -> Path:
+    return Path(cfg.data) if cfg.data else resolve_workdir(cfg.workdir) / "curated"
+
+
 def ablation_configs(cfg: TrainConfig) -> list[TrainConfig]:
     """One config per listed weighting: same data, seed and steps, output in <output_dir>/<weighting>; only the
     weighting equal to `cfg.weighting` keeps the alias (`candidate`)."""
@@ -360,9 +385,10 @@ def ablation_configs(cfg: TrainConfig) -> list[TrainConfig]:
                     alias=cfg.alias if mode == cfg.weighting else None) for mode in cfg.ablation_modes]
 
 
-def _finished(child: TrainConfig) -> TrainResult | None:
-    """The result of a weighting an earlier run of the same ablation already trained and registered."""
-    run_id, final = resume_run_id(child), _output_dir(child) / "final"
+def _finished(child: TrainConfig, run_id: str | None) -> TrainResult | None:
+    """The result of a weighting an earlier run of the same ablation (MLflow run `run_id`) already trained and
+    registered."""
+    final = _output_dir(child) / "final"
     if run_id is None or not final.is_dir():
         return None
     run = MlflowClient().get_run(run_id)
@@ -391,9 +417,10 @@ def run_ablation(cfg: TrainConfig) -> list[TrainResult]:
         if parent is None:
             results.append(run_train(child))
             continue
-        result = _finished(child)
+        run_id = resumable_run_id(child)
+        result = _finished(child, run_id)
         if result is None:
-            with mlflow.start_run(run_id=resume_run_id(child), nested=True, run_name=f"train[{child.weighting}]",
+            with mlflow.start_run(run_id=run_id, nested=True, run_name=f"train[{child.weighting}]",
                                   tags={"kernelwright.stage": "train", "kw.weighting": child.weighting},
                                   log_system_metrics=child.system_metrics):
                 result = run_train(child)
@@ -415,14 +442,37 @@ def resume_run_id(cfg: TrainConfig) -> str | None:
     return None
 
 
+def resumable_run_id(cfg: TrainConfig) -> str | None:
+    """`resume_run_id`, if the current tracking store holds that run; else None, with a warning: training still
+    resumes from the checkpoint (weights, optimizer, step), logged to a new run."""
+    run_id = resume_run_id(cfg)
+    if run_id is None or _store_has_run(run_id):
+        return run_id
+    log.warning("%s holds checkpoints of MLflow run %s, which the tracking store %s does not hold (was "
+                "MLFLOW_TRACKING_URI changed?): training resumes from the checkpoint, logged to a new run",
+                _output_dir(cfg), run_id, mlflow.get_tracking_uri())
+    return None
+
+
+def _store_has_run(run_id: str) -> bool:
+    """Whether the current tracking store holds run `run_id`, not deleted (a deleted run cannot be resumed)."""
+    try:
+        return MlflowClient().get_run(run_id).info.lifecycle_stage == "active"
+    except MlflowException as exc:
+        if exc.error_code == ErrorCode.Name(RESOURCE_DOES_NOT_EXIST):
+            return False
+        raise
+
+
 def train_command(cfg: TrainConfig) -> list[TrainResult]:
-    """What `kernelwright train` runs: the work folder's MLflow store, one run (resumed when a previous run into
-    the same output folder was killed), one weighting or an ablation. Other ranks of a multi-process launch
-    train without MLflow."""
+    """What `kernelwright train` runs: the arguments checked, then the work folder's MLflow store, one run
+    (resumed when a previous run into the same output folder was killed and the store holds it), one weighting
+    or an ablation. Other ranks of a multi-process launch train without MLflow."""
+    check_args(cfg)
     if not _is_main_process():
         return run_ablation(cfg) if cfg.ablation else [run_train(cfg)]
     setup_tracking(resolve_workdir(cfg.workdir))
-    run_id = resume_run_id(cfg)
+    run_id = resumable_run_id(cfg)
     name = "train-ablation" if cfg.ablation else "train"
     with mlflow.start_run(run_id=run_id, run_name=None if run_id else name,
                           tags=None if run_id else {"kernelwright.stage": name},

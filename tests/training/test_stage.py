@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import fields
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from kernelwright.cli import main
 from kernelwright.config import parse_config
 from kernelwright.errors import UsageError
 from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL
-from kernelwright.training.stage import RUN_ID_FILE, TrainConfig, _peft_config, run_train
+from kernelwright.training.stage import RUN_ID_FILE, TrainConfig, _peft_config, run_train, train_command
 
 CONFIGS = Path(__file__).resolve().parents[2] / "kernelwright" / "configs"
 CUSET = {"tau_high": 0.9, "tau_low": 0.5, "region_gap": 2, "rho_max": 0.5, "alpha": 1.0, "lambda": 1.0}
@@ -124,6 +125,56 @@ def test_lora_and_full_flags(curated: Path, tiny_model_dir: Path, tmp_path: Path
     assert (adapter.model_dir / "adapter_config.json").is_file()
     merged = run_train(TrainConfig(**common, lora=True, merge_lora=True, output_dir=str(tmp_path / "m")))  # type: ignore[arg-type]
     assert (merged.model_dir / "config.json").is_file() and not (merged.model_dir / "adapter_config.json").exists()
+
+
+@pytest.mark.parametrize("data", ["empty", "missing"])
+def test_data_without_curated_data_stops_before_any_mlflow_store(tmp_path: Path, data: str, monkeypatch) -> None:
+    folder, workdir, elsewhere = tmp_path / data, tmp_path / "wd", tmp_path / "elsewhere.db"
+    if data == "empty":
+        folder.mkdir()
+    for uri in (None, f"sqlite:///{elsewhere}"):  # the work folder's store, then MLFLOW_TRACKING_URI's
+        if uri is None:
+            monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        else:
+            monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+        with pytest.raises(UsageError) as err:
+            train_command(TrainConfig(data=str(folder), workdir=str(workdir), max_steps=1))
+        assert not (workdir / "mlflow.db").exists() and not elsewhere.exists() and not (workdir / "train").exists()
+        assert f"{folder} holds no curated data" in str(err.value)
+        assert f"`kernelwright curate --out {folder}`" in str(err.value)
+
+
+def _runs(uri: str) -> list:
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    return client.search_runs([exp.experiment_id]) if exp is not None else []
+
+
+def test_checkpoint_of_a_run_in_another_store_resumes_into_a_new_run(curated: Path, tiny_model_dir: Path,
+                                                                       tmp_path: Path, monkeypatch,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    first, second = f"sqlite:///{tmp_path / 'first.db'}", f"sqlite:///{tmp_path / 'second.db'}"
+
+    def train(steps: int) -> int:
+        return main(["train", "--data", str(curated), "--base-model", str(tiny_model_dir), "--workdir", str(tmp_path),
+                     "--max-steps", str(steps), "--save-steps", "2", "--logging-steps", "1", "--max-length", "64",
+                     "--per-device-train-batch-size", "2", "--register", "false", "--system-metrics", "false"])
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", first)
+    assert train(2) == 0
+    out = tmp_path / "train"
+    old_id = (out / "checkpoint-2" / RUN_ID_FILE).read_text()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", second)  # the checkpoint's run is in `first` only
+    with caplog.at_level(logging.WARNING, logger="kernelwright.training.stage"):
+        assert train(4) == 0
+    assert f"{out} holds checkpoints of MLflow run {old_id}" in caplog.text
+    [run] = _runs(second)
+    assert run.info.run_id != old_id and run.data.tags["kw.resumed_from"] == str(out / "checkpoint-2")
+    steps = [m.step for m in MlflowClient(second).get_metric_history(run.info.run_id, "loss")]
+    assert steps == [3, 4]  # weights, optimizer and step came from checkpoint-2
+    assert (out / RUN_ID_FILE).read_text() == (out / "checkpoint-4" / RUN_ID_FILE).read_text() == run.info.run_id
+    assert [r.info.run_id for r in _runs(first)] == [old_id]
+    assert (out / "final" / "config.json").is_file()
 
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("train-*.yaml")), ids=lambda p: p.name)

@@ -187,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KernelwrightError as exc:
         if os.environ.get("KERNELWRIGHT_DEBUG"):
             raise
-        console.print(f"[red]kernelwright {args[0]}: error:[/] {exc}")
+        console.print(f"[red]kernelwright {args[0]}: error:[/] {exc}", soft_wrap=True)
         return exc.exit_code
     except KeyboardInterrupt:
         console.print("interrupted: checkpoints written so far are kept; run the same command to resume")

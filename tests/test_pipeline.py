@@ -74,5 +74,5 @@ def test_pipeline_command_on_a_cuda_host(tmp_path: Path, monkeypatch, capsys) ->
     parent = client.search_runs([exp.experiment_id], filter_string="tags.`kernelwright.stage` = 'pipeline'")
     assert len(parent) == 1
     _check_store(f"sqlite:///{workdir / 'mlflow.db'}", parent[0].info.run_id)
-    assert client.get_model_version_by_alias(REGISTERED_MODEL, "candidate").version == "1"
+    assert str(client.get_model_version_by_alias(REGISTERED_MODEL, "candidate").version) == "1"
     assert (workdir / "evaluate" / "per_category.png").is_file()

@@ -36,7 +36,9 @@ def write_report(out: Path, payload: dict[str, Any], figures: SuiteFigures, rows
     atomic.write_json(out / "results.json", payload)
     keys = ["compile_rate", "fast_0", "fast_1"] if gpu else ["compile_rate"]
     per_cat = {cat: {k: g.values.get(k, 0.0) for k in keys} for cat, g in figures.categories.items()}
-    category_groups(per_cat, keys, "per category", out / "per_category.png")
+    samples = {cat: int(g.values["samples"]) for cat, g in figures.categories.items()}
+    title = "per category" + ("" if gpu else " (no CUDA device: compile rate only)")
+    category_groups(per_cat, keys, title, out / "per_category.png", samples)
     if gpu:
         speedups = [float(r.verdict.speedup) for r in rows if r.verdict.correct and r.verdict.speedup]
         fast = {p: figures.overall.values[f"fast_p.{p:g}"] for p in FAST_P_GRID}

@@ -79,9 +79,10 @@ def _in_stage_run(name: str, workdir: str | None, fn: Callable[[], T]) -> T:
 
 
 def _curate(argv: Sequence[str]) -> int:
-    from kernelwright.curation.stage import CurateConfig, run_curate
+    from kernelwright.curation.stage import CurateConfig, check_arguments, run_curate
 
     cfg = parse_config(CurateConfig, argv, "kernelwright curate", "Curate a corpus into CuSeT-weighted Parquet.")
+    check_arguments(cfg)  # bad arguments are refused before the MLflow store is touched
     out = _in_stage_run("curate", cfg.workdir, lambda: run_curate(cfg))
     console.print(f"[green]curated[/] -> {out}")
     return 0

@@ -117,6 +117,13 @@ def ensure_base_model(path: Path, texts: Iterable[str]) -> Path:
     return build_tiny_model(path, texts)
 
 
+def check_base_model(base_model: str | None) -> None:
+    """A user's `--base-model` must be a local HF checkpoint folder; checked before any work starts."""
+    if base_model and not (Path(base_model) / "config.json").is_file():
+        raise UsageError(f"--base-model {base_model}: no Hugging Face checkpoint there (no config.json); "
+                         "pass a local model folder, or leave it out for the tiny default model")
+
+
 def resolve_base_model(base_model: str | None, workdir: Path) -> Path:
     """The user's checkpoint folder, or the tiny model in `<workdir>/base-model` (built on first use
     from the seed corpus, the same texts whichever stage builds it)."""

@@ -19,6 +19,7 @@ import mlflow
 from kernelwright.config import config_to_params
 from kernelwright.curation.stage import CurateConfig, run_curate
 from kernelwright.evaluation.stage import EvaluateConfig, EvaluateResult, evaluate
+from kernelwright.models import check_base_model
 from kernelwright.tracking import REGISTERED_MODEL, setup_tracking, stage_run
 from kernelwright.training.stage import TrainConfig, run_train
 from kernelwright.workdir import resolve_workdir, tracking_uri
@@ -59,6 +60,7 @@ class PipelineResult:
 
 def run_pipeline(cfg: PipelineConfig, on_stage: Callable[[str], None] = lambda name: None) -> PipelineResult:
     """Run the three stages; `on_stage(name)` is called as each one starts (for progress output)."""
+    check_base_model(cfg.base_model)  # before the MLflow store is touched
     start = time.perf_counter()
     workdir = resolve_workdir(cfg.workdir)
     setup_tracking(workdir)

@@ -57,3 +57,19 @@ def test_unavailable_stages_say_so_and_exit_2(command: str, capsys) -> None:
 
 def test_unknown_command_exits_2(capsys) -> None:
     assert main(["frobnicate"]) == 2
+
+
+@pytest.mark.parametrize("argv", [
+    ["curate", "--input", "{tmp}/missing.jsonl"],
+    ["curate", "--decontaminate-against", "{tmp}/no-such-folder"],
+    ["curate", "--base-model", "{tmp}/no-model"],
+    ["pipeline", "--base-model", "{tmp}/no-model"],
+])
+def test_bad_paths_are_refused_before_the_store_is_created(argv: list[str], tmp_path: Path, monkeypatch,
+                                                          capsys) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    workdir = tmp_path / "kw"
+    assert main([a.format(tmp=tmp_path) for a in argv] + ["--workdir", str(workdir)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "not found" in err or "no Hugging Face checkpoint" in err
+    assert not (workdir / "mlflow.db").exists()

@@ -46,7 +46,7 @@ from kernelwright.curation.weights import (
 )
 from kernelwright.decontaminate import build_index, contaminated
 from kernelwright.errors import UsageError
-from kernelwright.models import load_base_model, load_tokenizer, resolve_base_model
+from kernelwright.models import check_base_model, load_base_model, load_tokenizer, resolve_base_model
 from kernelwright.prompting import completion_text, extract_code, prompt_messages
 from kernelwright.seed import SeedTask, load_seed_tasks, split_tasks
 from kernelwright.tracking import log_curated_dataset
@@ -395,6 +395,17 @@ def _contamination(cfg: CurateConfig, corpus: pl.DataFrame) -> dict[str, str]:
     texts = {r["id"]: [t for t in (r["prompt"], r["completion"] and extract_code(r["completion"])) if t]
              for r in corpus.iter_rows(named=True)}
     return contaminated(index, texts, cfg.decontam_min_share)
+
+
+def check_arguments(cfg: CurateConfig) -> None:
+    """Refuse missing inputs, decontamination folders or base model before any store is touched."""
+    for path in cfg.input:
+        if not Path(path).exists():
+            raise UsageError(f"input not found: {path}")
+    for folder in cfg.decontaminate_against:
+        if not Path(folder).is_dir():
+            raise UsageError(f"--decontaminate-against: folder not found: {folder}")
+    check_base_model(cfg.base_model)
 
 
 def run_curate(cfg: CurateConfig) -> Path:

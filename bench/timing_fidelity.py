@@ -26,8 +26,9 @@ from kernelwright.evaluation.candidates import suite_root
 from kernelwright.verifier.inputs import draw_inputs
 from kernelwright.verifier.isolation import import_file
 from kernelwright.verifier.problems import load_problems
-from kernelwright.verifier.timing import Timer, median_ms
-from kernelwright.verifier.worker import Spec
+from kernelwright.verifier.spec import Spec
+from kernelwright.verifier.timer import Timer
+from kernelwright.verifier.timing import median_ms
 
 
 def ops(shapes: str) -> list[tuple[str, Any, dict[str, Any]]]:

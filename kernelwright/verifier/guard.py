@@ -27,6 +27,8 @@ from typing import Any
 
 from kernelwright.verifier.inputs import clone
 from kernelwright.verifier.isolation import Rejected
+from kernelwright.verifier.spec import Progress
+from kernelwright.verifier.timer import Timer
 from kernelwright.verifier.verdict import ShapeResult, Verdict
 
 # ---------------------------------------------------------------- what is held
@@ -36,8 +38,9 @@ GUARDED_MODULES = ("builtins", "time", "math", "json", "os", "ctypes", "torch", 
                    "torch.linalg", "torch.testing", "torch.profiler", "torch.autograd",
                    "kernelwright.verifier.verdict", "kernelwright.cuda.static_checks",
                    "kernelwright.atomic", "tempfile", "shutil", "pathlib")  # the last four: how the verdict is written
-HARNESS_MODULES = ("kernelwright.verifier.worker", "kernelwright.verifier.isolation", "kernelwright.verifier.inputs",
-                   "kernelwright.verifier.guard", "kernelwright.verifier.timing", "kernelwright.verifier.profiling")
+HARNESS_MODULES = ("kernelwright.verifier.worker", "kernelwright.verifier.spec", "kernelwright.verifier.isolation",
+                   "kernelwright.verifier.inputs", "kernelwright.verifier.guard", "kernelwright.verifier.timer",
+                   "kernelwright.verifier.timing", "kernelwright.verifier.profiling")
 
 
 def _harness_modules() -> list[tuple[str, ModuleType]]:
@@ -45,8 +48,8 @@ def _harness_modules() -> list[tuple[str, ModuleType]]:
 
     `python -m kernelwright.verifier.worker` runs the worker as `__main__` (its spec keeps the
     dotted name) and the worker is not imported under that name: `__main__` is the worker held then.
-    For the same reason none of the other modules imports the worker at run time (annotations only):
-    that would load a second copy of it beside the one running.
+    For the same reason none of the other modules imports the worker (what they share with it, the
+    spec and Progress, is in spec.py): that would load a second copy of it beside the one running.
     """
     main = sys.modules.get("__main__")
     running = getattr(getattr(main, "__spec__", None), "name", None)
@@ -224,8 +227,6 @@ class HarnessGuard:
     def __init__(self) -> None:
         import torch
 
-        from kernelwright.verifier.timing import Timer  # imported here: timing imports this module
-
         self.tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
         modules = [(m, sys.modules[m]) for m in GUARDED_MODULES if m in sys.modules]
         harness = _harness_modules()
@@ -233,9 +234,8 @@ class HarnessGuard:
         from torch.autograd.profiler_util import EventList, FunctionEvent
         from torch.profiler import profile
 
-        # Progress writes the verdict: the held worker's own (the worker is not imported, see _harness_modules)
-        progress = [vars(mod)["Progress"] for label, mod in harness if label == "worker"]
-        classes = (torch.Tensor, torch.cuda.Event, torch.cuda.Stream, ctypes.CDLL, Timer, HarnessGuard, *progress,
+        # Progress writes the verdict
+        classes = (torch.Tensor, torch.cuda.Event, torch.cuda.Stream, ctypes.CDLL, Timer, HarnessGuard, Progress,
                    Verdict, ShapeResult, profile, EventList, FunctionEvent, Path, type(Path()))
         self.held_classes = [(cls, _resolved(cls)) for cls in classes]
         self.held_instances: list[tuple[str, Any, dict[str, Any]]] = []

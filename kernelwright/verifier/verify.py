@@ -27,8 +27,8 @@ from kernelwright.cuda.static_checks import check_source
 from kernelwright.cuda.torch_calls import scan_candidate
 from kernelwright.errors import NoCudaDevice, UsageError
 from kernelwright.verifier.problems import parse_problem_source
+from kernelwright.verifier.spec import Spec
 from kernelwright.verifier.verdict import Verdict
-from kernelwright.verifier.worker import Spec
 
 
 @dataclass

@@ -8,8 +8,9 @@ parent can tell where a worker that died (crash, `os._exit`, timeout) was. Proto
 docs/verification.md; the reason codes are in `kernelwright.verifier.verdict`.
 
 This module holds the protocol (`verify`: correctness on every shape, then timing, then a recheck)
-and the entry point; its parts are in isolation.py (no network, the build, imports), inputs.py
-(input draws and comparison), guard.py (the harness guard), timing.py and profiling.py.
+and the entry point; its parts are in spec.py (the spec and progress files), isolation.py (no
+network, the build, imports), inputs.py (input draws and comparison), guard.py (the harness guard),
+timer.py, timing.py and profiling.py.
 """
 
 from __future__ import annotations
@@ -20,12 +21,10 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernelwright import atomic
 from kernelwright.verifier.guard import HarnessGuard, held_models
 from kernelwright.verifier.inputs import DISTRIBUTIONS, clone, compare, draw_check_inputs, draw_inputs, poison
 from kernelwright.verifier.isolation import (
@@ -37,52 +36,10 @@ from kernelwright.verifier.isolation import (
     thread_count,
 )
 from kernelwright.verifier.profiling import candidate_kernel_names, profiler_started_alongside
-from kernelwright.verifier.timing import Timer, read_ref_cache, ref_cache_path, time_shape
+from kernelwright.verifier.spec import Progress, Spec
+from kernelwright.verifier.timer import Timer
+from kernelwright.verifier.timing import read_ref_cache, ref_cache_path, time_shape
 from kernelwright.verifier.verdict import ShapeResult, Verdict
-
-
-@dataclass
-class Spec:
-    problem: str
-    candidate: str
-    result: str
-    seeds: tuple[int, ...] = (0, 1)
-    timing: bool = True
-    compile_baseline: bool = True
-    min_trials: int = 10
-    max_trials: int = 100
-    timing_budget_s: float = 1.0
-    build_cache: str | None = None
-    timing_lock: str | None = None
-    memory_fraction: float = 0.5
-    min_custom_share: float = 0.5
-    peak_flops: dict[str, float] | None = None
-    peak_bytes_per_s: float = 4.3e12
-    launch_floor_ms: float = 0.002
-    ref_timing_cache: bool = True
-    split_build: bool = True  # device code built without torch headers (split_build.py), else as written
-    pch_lock: str | None = None  # the parent's precompiled-header build to wait for (pch.py); None: none
-    profiler_warm_up: bool = True  # the profiler's first session during the build (profiler_started_alongside)
-
-
-class Progress:
-    """The worker's state file: the current phase (what a timeout or crash reports) and the seconds
-    spent in each phase so far (`phase_s`)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.state: dict[str, Any] = {"phase": "start", "phase_s": {}}
-        self._since = time.perf_counter()
-
-    def write(self, **fields: Any) -> None:
-        if "phase" in fields:
-            now = time.perf_counter()
-            spent = self.state["phase_s"]
-            spent[self.state["phase"]] = spent.get(self.state["phase"], 0.0) + now - self._since
-            self._since = now
-        self.state.update(fields)
-        atomic.write_text(self.path, json.dumps(self.state, default=str))
-
 
 # ---------------------------------------------------------------- correctness
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from kernelwright.verifier import guard as guard_module
-from kernelwright.verifier import inputs, isolation, profiling, timing, worker
+from kernelwright.verifier import inputs, isolation, profiling, spec, timer, timing, worker
 from kernelwright.verifier.guard import GUARDED_MODULES, HARNESS_MODULES, HarnessGuard, held_models
 from kernelwright.verifier.isolation import Rejected, import_file
 
@@ -67,16 +67,17 @@ def test_tensor_method_shadowed_in_the_subclass(guard: HarnessGuard, restore: li
 
 def test_harness_function_and_timer_method(guard: HarnessGuard, restore: list) -> None:
     restore.append((timing, "median_ms", timing.median_ms))
-    restore.append((timing.Timer, "time_ms", timing.Timer.time_ms))
+    restore.append((timer.Timer, "time_ms", timer.Timer.time_ms))
     timing.median_ms = lambda *a: 0.0  # type: ignore[assignment]
-    timing.Timer.time_ms = lambda self, fn, stream: 0.001  # type: ignore[method-assign]
+    timer.Timer.time_ms = lambda self, fn, stream: 0.001  # type: ignore[method-assign]
     detail = _replaced(guard)
     assert "timing.median_ms" in detail and "Timer.time_ms" in detail
 
 
 # one function of each of the harness's own modules: what a candidate would replace there
-HARNESS_FUNCTIONS = [(worker, "check_shape"), (isolation, "import_file"), (inputs, "compare"),
-                     (guard_module, "held_models"), (timing, "median_ms"), (profiling, "custom_share")]
+HARNESS_FUNCTIONS = [(worker, "check_shape"), (spec, "Progress"), (isolation, "import_file"), (inputs, "compare"),
+                     (guard_module, "held_models"), (timer, "_cudart"), (timing, "median_ms"),
+                     (profiling, "custom_share")]
 HARNESS_IDS = [mod.__name__.rsplit(".", 1)[-1] for mod, _ in HARNESS_FUNCTIONS]
 
 
@@ -104,17 +105,19 @@ def test_a_comparison_that_always_agrees_is_caught(guard: HarnessGuard, restore:
 
 def test_the_worker_run_as_main_is_the_one_held(monkeypatch: pytest.MonkeyPatch) -> None:
     """`python -m kernelwright.verifier.worker` runs the worker as `__main__`, not under its name:
-    that module is the worker held (and its Progress), and the guard raises the Rejected its `main`
-    catches (a second copy of the worker would bring its own)."""
-    spec = importlib.util.find_spec("kernelwright.verifier.worker")
-    assert spec is not None and spec.loader is not None
-    main = importlib.util.module_from_spec(spec)  # as runpy runs it: __spec__.name is the dotted name
-    spec.loader.exec_module(main)
+    that module is the worker held, its Progress, Timer and Rejected are the ones the guard holds
+    and raises (single classes, from spec.py, timer.py and isolation.py), and the guard raises the
+    Rejected its `main` catches (a second copy of the worker would bring its own)."""
+    found = importlib.util.find_spec("kernelwright.verifier.worker")
+    assert found is not None and found.loader is not None
+    main = importlib.util.module_from_spec(found)  # as runpy runs it: __spec__.name is the dotted name
+    found.loader.exec_module(main)
     monkeypatch.setitem(sys.modules, "__main__", main)
     monkeypatch.delitem(sys.modules, "kernelwright.verifier.worker")
     guard = HarnessGuard()
     assert {hold.label: hold.mod for hold in guard.held_modules}["worker"] is main
-    assert main.Progress in {cls for cls, _ in guard.held_classes} and worker.Progress is not main.Progress
+    assert main is not worker and {main.Progress, main.Timer} <= {cls for cls, _ in guard.held_classes}
+    assert (main.Progress, main.Timer, main.Rejected) == (spec.Progress, timer.Timer, isolation.Rejected)
     monkeypatch.setattr(main, "check_shape", lambda *a: 0.0)
     with pytest.raises(main.Rejected) as exc:
         guard.check()

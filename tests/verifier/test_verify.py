@@ -125,7 +125,7 @@ def test_worker_kernel_names_see_launch_bounds_after_the_return_type(tmp_path: P
 
 
 def test_progress_accumulates_seconds_per_phase(tmp_path: Path) -> None:
-    from kernelwright.verifier.worker import Progress
+    from kernelwright.verifier.spec import Progress
 
     progress = Progress(tmp_path / "state.json")
     for phase in ("compile", "timing", "compile", "done"):

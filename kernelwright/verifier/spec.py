@@ -1,0 +1,63 @@
+"""The worker's spec file and its progress/state file, shared by the parent and the worker.
+
+- `Spec`: what SPEC.json holds (the problem, the candidate, the result file, the protocol options),
+  written by the parent (verify.py) and read by the worker (worker.py);
+- `Progress`: the worker's state file (the result file, which finally holds the verdict): the
+  current phase and the seconds spent in each.
+
+Kept apart from the worker so that nothing imports the worker itself: under
+`python -m kernelwright.verifier.worker` that would load a second copy beside the one running.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelwright import atomic
+
+
+@dataclass
+class Spec:
+    problem: str
+    candidate: str
+    result: str
+    seeds: tuple[int, ...] = (0, 1)
+    timing: bool = True
+    compile_baseline: bool = True
+    min_trials: int = 10
+    max_trials: int = 100
+    timing_budget_s: float = 1.0
+    build_cache: str | None = None
+    timing_lock: str | None = None
+    memory_fraction: float = 0.5
+    min_custom_share: float = 0.5
+    peak_flops: dict[str, float] | None = None
+    peak_bytes_per_s: float = 4.3e12
+    launch_floor_ms: float = 0.002
+    ref_timing_cache: bool = True
+    split_build: bool = True  # device code built without torch headers (split_build.py), else as written
+    pch_lock: str | None = None  # the parent's precompiled-header build to wait for (pch.py); None: none
+    profiler_warm_up: bool = True  # the profiler's first session during the build (profiler_started_alongside)
+
+
+class Progress:
+    """The worker's state file: the current phase (what a timeout or crash reports) and the seconds
+    spent in each phase so far (`phase_s`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.state: dict[str, Any] = {"phase": "start", "phase_s": {}}
+        self._since = time.perf_counter()
+
+    def write(self, **fields: Any) -> None:
+        if "phase" in fields:
+            now = time.perf_counter()
+            spent = self.state["phase_s"]
+            spent[self.state["phase"]] = spent.get(self.state["phase"], 0.0) + now - self._since
+            self._since = now
+        self.state.update(fields)
+        atomic.write_text(self.path, json.dumps(self.state, default=str))

@@ -173,12 +173,17 @@ def _macro_spans(root: tree_sitter.Node, result: SpanResult) -> list[tuple[int, 
     return out
 
 
-def _iter(node: tree_sitter.Node):
+def walk(node: tree_sitter.Node, in_order: bool = True):
+    """Every node below `node` (itself first), depth first; `in_order`: in source order."""
     stack = [node]
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(n.children)
+        stack.extend(reversed(n.children) if in_order else n.children)
+
+
+def _iter(node: tree_sitter.Node):
+    return walk(node, in_order=False)
 
 
 def cuda_source_spans(cuda: str, result: SpanResult | None = None) -> list[Span]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from kernelwright.cuda.spans import cuda_parser, is_device_function
+from kernelwright.cuda.spans import cuda_parser, is_device_function, walk
 
 # Tensor compute: calling one from host code computes (part of) the answer with PyTorch.
 COMPUTE_OPS = frozenset({
@@ -171,7 +171,7 @@ def _scope(root: tree_sitter.Node) -> _Scope:
     scope = _Scope(roots=set(TORCH_ROOTS))
     imported: set[str] = set()
     defined: set[str] = set()
-    for node in _walk(root):
+    for node in walk(root):
         named = node.named_children
         if node.type == "namespace_alias_definition" and len(named) == 2 and _torch_rooted(named[1]):
             scope.roots.add(_text(named[0]))
@@ -185,13 +185,6 @@ def _scope(root: tree_sitter.Node) -> _Scope:
     scope.imported, scope.defined = frozenset(imported), frozenset(defined)
     return scope
 
-
-def _walk(node: tree_sitter.Node):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
 
 
 def _is_device(node: tree_sitter.Node) -> bool:
@@ -234,7 +227,7 @@ def _call_text(fn: tree_sitter.Node) -> str:
 
 def _macro_bodies(root: tree_sitter.Node):
     """(row of the body, body) of each `#define` with a body: opaque to the parse of the source."""
-    for node in _walk(root):
+    for node in walk(root):
         body = node.child_by_field_name("value") if node.type in ("preproc_def", "preproc_function_def") else None
         if body is not None:
             yield body.start_point[0], _text(body)

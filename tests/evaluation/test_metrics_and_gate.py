@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import pytest
 
@@ -15,6 +14,7 @@ from kernelwright.evaluation.metrics import (
     suite_figures,
 )
 from kernelwright.verifier.verdict import Verdict
+from tests.evaluation._rows import FakeRow
 
 
 def _v(reason: str, speedup: float | None = None) -> Verdict:
@@ -34,31 +34,23 @@ def test_fast_p_counts_failures_in_the_denominator() -> None:
 
 def test_geomean_and_group_figures() -> None:
     assert geomean_speedup(VERDICTS) == pytest.approx(1.0)  # (2 * 0.5 * 1) ** (1/3)
-    g = suite_figures([_Row("x", v, compiled=v.reason != "compile_error") for v in VERDICTS], gpu=True).overall
+    g = suite_figures([FakeRow("x", v, compiled=v.reason != "compile_error") for v in VERDICTS], gpu=True).overall
     assert g.values["compile_rate"] == pytest.approx(5 / 6)
     assert g.values["cheat_rate"] == pytest.approx(1 / 6)
     assert g.values["fast_p.2"] == 0.0 and g.values["fast_p.1.5"] == pytest.approx(1 / 6)
     assert "mean_roofline_share" not in g.values and "flops" in g.not_applicable["mean_roofline_share"]
 
 
-@dataclass(frozen=True)
-class _Row:
-    category: str
-    verdict: Verdict
-    compiled: bool = True
-    gpu_verified: bool = True
-
-
 def test_per_category() -> None:
-    figures = suite_figures([_Row("x", _v("ok", 3.0)), _Row("y", _v("wrong_output"))], gpu=True)
+    figures = suite_figures([FakeRow("x", _v("ok", 3.0)), FakeRow("y", _v("wrong_output"))], gpu=True)
     m = figures.flat()
     assert m[metric_key("fast_1", "x")] == 1.0 and m[metric_key("fast_0", "y")] == 0.0
     assert sorted(figures.categories) == ["x", "y"]
 
 
 def test_a_gpu_run_where_every_candidate_failed_records_zero_rates_and_no_speed_figure() -> None:
-    rows = [_Row("a", _v("syntax_error"), compiled=False, gpu_verified=False),
-            _Row("b", _v("no_candidate"), compiled=False, gpu_verified=False)]
+    rows = [FakeRow("a", _v("syntax_error"), compiled=False, gpu_verified=False),
+            FakeRow("b", _v("no_candidate"), compiled=False, gpu_verified=False)]
     figures = suite_figures(rows, gpu=True)
     g = figures.overall
     assert g.values["compile_rate"] == 0.0 and g.values["fast_0"] == 0.0 and g.values["fast_1"] == 0.0
@@ -69,7 +61,7 @@ def test_a_gpu_run_where_every_candidate_failed_records_zero_rates_and_no_speed_
 
 
 def test_without_a_gpu_speed_figures_do_not_apply_and_say_why() -> None:
-    g = suite_figures([_Row("x", _v("no_gpu"))], gpu=False, no_gpu_reason="no CUDA device here").overall
+    g = suite_figures([FakeRow("x", _v("no_gpu"))], gpu=False, no_gpu_reason="no CUDA device here").overall
     assert "fast_0" not in g.values and g.not_applicable["fast_0"] == "no CUDA device here"
     assert g.values["samples"] == 1.0
 

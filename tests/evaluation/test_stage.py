@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
@@ -20,16 +19,9 @@ from kernelwright.evaluation.stage import EvaluateConfig, evaluate
 from kernelwright.tracking import setup_tracking
 from kernelwright.verifier.verdict import Verdict
 from kernelwright.verifier.verify import VerifyConfig
+from tests.evaluation._rows import FakeRow
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
-
-
-@dataclass(frozen=True)
-class _Row:
-    category: str
-    verdict: Verdict
-    compiled: bool = True
-    gpu_verified: bool = True
 
 
 @pytest.fixture()
@@ -210,7 +202,7 @@ def test_the_console_table_fits_80_columns_and_shows_a_dash_where_a_figure_does_
     from kernelwright.evaluation.report import GPU_COLUMNS, results_table
 
     cats = ["convolution", "elementwise", "normalization", "quantization", "reduction", "softmax"]
-    rows = [_Row(c, Verdict.of("ok", speedup=1.5) if i % 2 else Verdict.of("wrong_output"))
+    rows = [FakeRow(c, Verdict.of("ok", speedup=1.5) if i % 2 else Verdict.of("wrong_output"))
             for i, c in enumerate(cats * 2)]
     text = _rendered(results_table(suite_figures(rows, gpu=True), gpu=True))
     lines = text.splitlines()

@@ -35,6 +35,13 @@ Reason codes (one per cheat class of docs/verification.md and per failure kind):
 | problem_input_independent | rejected | the problem itself does not depend on its input: cannot verify |
 | no_candidate | compile_error | `evaluate` only: no candidate file for this problem and sample |
 | no_gpu | not_verified | `evaluate` only: static checks and NVRTC passed; no GPU here, so never run |
+| malformed_report | runtime_error | the worker's report is not a verdict this judge writes (unknown keys, bad types) |
+
+A verdict records the judge that reached it (`judge_version`: bump `JUDGE_VERSION` whenever the
+protocol can change a verdict or a figure) and the correctness seeds it drew with (`seeds`), so
+it can be reproduced; figures are comparable only within one judge version. The worker's report
+is untrusted data: `parse_report` accepts exactly the fields written here, with their types, and
+raises `MalformedReport` otherwise, which the caller turns into a `malformed_report` verdict.
 
 `warnings` are notes that leave the status as it is: e.g. the candidate's C++/CUDA host code calls
 PyTorch compute (`at::matmul`, `x.sum()`), which on a GPU the run-time custom-kernel share judges.
@@ -42,10 +49,13 @@ PyTorch compute (`at::matmul`, `x.sum()`), which on a GPU the run-time custom-ke
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+JUDGE_VERSION = "2"
 
 STATUSES = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "not_verified")
 
@@ -78,6 +88,7 @@ REASON_STATUS: dict[str, str] = {
     "problem_input_independent": "rejected",
     "no_candidate": "compile_error",
     "no_gpu": "not_verified",
+    "malformed_report": "runtime_error",
 }
 
 
@@ -111,6 +122,8 @@ class Verdict:
     build: str | None = None  # how the candidate's extension(s) were built: split, slim or as_written
     phase_s: dict[str, float] = field(default_factory=dict)  # seconds per worker phase; worker_wall: the process
     warnings: list[str] = field(default_factory=list)  # one line each; they never change the status
+    judge_version: str = ""  # the JUDGE_VERSION that reached it (set by the judge, not by the worker)
+    seeds: list[int] = field(default_factory=list)  # correctness seeds drawn, per input distribution
 
     @classmethod
     def of(cls, reason: str, detail: str = "", **kw: Any) -> Verdict:
@@ -128,9 +141,66 @@ class Verdict:
         return f"{self.reason} ({self.build}, worker {self.phase_s.get('worker_wall', 0.0):.0f} s)"
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Verdict:
-        shapes = [ShapeResult(**s) for s in data.pop("per_shape", [])]
-        return cls(**data, per_shape=shapes)
+    def from_json(cls, data: Mapping[str, Any]) -> Verdict:
+        """A verdict from its JSON form (see `parse_report`: anything else raises MalformedReport)."""
+        return parse_report(data)
+
+
+class MalformedReport(ValueError):
+    """A worker report that is not a verdict this judge writes."""
+
+
+_NUMBER = (int, float)
+
+
+def _checked(cls: type, data: Any, where: str) -> dict[str, Any]:
+    """`data` as keyword arguments of the dataclass `cls`: known keys only, each of its declared kind."""
+    if not isinstance(data, Mapping):
+        raise MalformedReport(f"{where}: not an object")
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise MalformedReport(f"{where}: unknown keys {', '.join(map(str, unknown))[:200]}")
+    for key, value in data.items():
+        _check_value(f"{where}.{key}", str(known[key].type), value)
+    return dict(data)
+
+
+def _check_value(where: str, declared: str, value: Any) -> None:
+    if value is None and "None" in declared:
+        return
+    if declared.startswith("float") or declared.startswith("int"):
+        ok = isinstance(value, _NUMBER) and not isinstance(value, bool) and math.isfinite(value)
+    elif declared.startswith("str"):
+        ok = isinstance(value, str)
+    elif declared.startswith("bool"):
+        ok = isinstance(value, bool)
+    elif declared.startswith("dict[str, float]"):
+        ok = isinstance(value, dict) and all(isinstance(v, _NUMBER) and math.isfinite(v) for v in value.values())
+    elif declared.startswith("list[str]"):
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    elif declared.startswith("list[int]"):
+        ok = isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    else:  # dict[str, Any], list[ShapeResult]: checked by their own parser
+        ok = isinstance(value, dict | list)
+    if not ok:
+        raise MalformedReport(f"{where}: {type(value).__name__} where {declared} belongs")
+
+
+def parse_report(data: Any) -> Verdict:
+    """The verdict in a worker's report, checked field by field; MalformedReport otherwise."""
+    kwargs = _checked(Verdict, data, "verdict")
+    for key in ("status", "reason"):
+        if key not in kwargs:
+            raise MalformedReport(f"verdict: no {key}")
+    if REASON_STATUS.get(kwargs["reason"]) != kwargs["status"]:
+        raise MalformedReport(f"verdict: status {kwargs['status']!r} does not go with reason {kwargs['reason']!r}")
+    try:
+        kwargs["per_shape"] = [ShapeResult(**_checked(ShapeResult, s, "per_shape"))
+                               for s in kwargs.pop("per_shape", [])]
+        return Verdict(**kwargs)
+    except TypeError as exc:  # a required field missing
+        raise MalformedReport(f"verdict: {exc}") from None
 
 
 def median_phase_s(verdicts: Sequence[Verdict]) -> dict[str, float]:

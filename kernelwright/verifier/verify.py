@@ -28,7 +28,7 @@ from kernelwright.cuda.torch_calls import scan_candidate
 from kernelwright.errors import NoCudaDevice, UsageError
 from kernelwright.verifier.problems import parse_problem_source
 from kernelwright.verifier.spec import Spec
-from kernelwright.verifier.verdict import Verdict
+from kernelwright.verifier.verdict import JUDGE_VERSION, MalformedReport, Verdict, parse_report
 
 
 @dataclass
@@ -114,11 +114,21 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def _death_verdict(returncode: int, state: dict) -> Verdict:
-    phase = state.get("phase", "start")
+def _phase_and_compile_s(state: dict) -> tuple[str, float | None]:
+    """The last phase and build seconds a (possibly tampered) state file gives, as text and a number."""
     compile_s = state.get("compile_s")
+    if not isinstance(compile_s, int | float) or isinstance(compile_s, bool):
+        compile_s = None
+    return str(state.get("phase", "start"))[:80], None if compile_s is None else float(compile_s)
+
+
+def _death_verdict(returncode: int, state: dict) -> Verdict:
+    phase, compile_s = _phase_and_compile_s(state)
     if returncode < 0:
-        name = signal.Signals(-returncode).name
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
         return Verdict.of("crash", f"worker killed by {name} during {phase}", compile_s=compile_s)
     return Verdict.of("exit_called", f"worker exited ({returncode}) during {phase} without a verdict",
                       compile_s=compile_s)
@@ -169,31 +179,44 @@ def run_worker(spec: Spec, timeout_s: float, host_memory_gb: float = 0.0) -> Ver
         verdict = _worker_verdict(outcome, err, state, proc.returncode, timeout_s, host_memory_gb)
         # the worker's own verdict carries its phases; a killed or dead worker's are in its last state
         phases = verdict.phase_s or state.get("phase_s", {})
-        verdict.phase_s = {**phases, "worker_wall": time.perf_counter() - started}
+        verdict.phase_s = {**_numbers(phases), "worker_wall": time.perf_counter() - started}
+        verdict.judge_version, verdict.seeds = JUDGE_VERSION, list(spec.seeds)
         return with_warnings(verdict, _candidate_warnings(spec.candidate))
+
+
+def _numbers(phases: object) -> dict[str, float]:
+    """The phase seconds of a state file, keeping only name -> number entries (the file is untrusted)."""
+    if not isinstance(phases, dict):
+        return {}
+    return {str(k): float(v) for k, v in phases.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def _worker_verdict(outcome: str, err: bytes, state: dict, returncode: int | None, timeout_s: float,
                     host_memory_gb: float) -> Verdict:
     """The verdict of a finished worker: its own, or what its end (time-out, memory, death) says."""
-    phase, compile_s = state.get("phase", "start"), state.get("compile_s")
+    phase, compile_s = _phase_and_compile_s(state)
     if outcome == "timeout":
         return Verdict.of("timeout", f"over {timeout_s:.0f} s during {phase}", compile_s=compile_s)
     if outcome == "host_memory":
         return Verdict.of("out_of_memory", f"host memory over {host_memory_gb:g} GiB during {phase}",
                           compile_s=compile_s)
     if "verdict" in state:
-        return Verdict.from_json(state["verdict"])
+        try:
+            return parse_report(state["verdict"])
+        except MalformedReport as exc:
+            return Verdict.of("malformed_report", str(exc)[:500])
     verdict = _death_verdict(returncode or 0, state)
     verdict.detail += f"; stderr: {err.decode(errors='replace')[-800:]}" if err else ""
     return verdict
 
 
 def _read_state(path: Path) -> dict:
+    """The worker's state file; anything unreadable or not a JSON object reads as no state."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        state = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError, RecursionError):
         return {}
+    return state if isinstance(state, dict) else {}
 
 
 def make_spec(cfg: VerifyConfig, lock: str | None = None, pch_lock: str | None = None) -> Spec:

@@ -17,7 +17,7 @@ from kernelwright.evaluation.candidates import candidates_from, select_problems
 from kernelwright.evaluation.metrics import metric_key
 from kernelwright.evaluation.stage import EvaluateConfig, evaluate
 from kernelwright.tracking import setup_tracking
-from kernelwright.verifier.verdict import Verdict
+from kernelwright.verifier.verdict import JUDGE_VERSION, Verdict
 from kernelwright.verifier.verify import VerifyConfig
 from tests.evaluation._rows import FakeRow
 
@@ -153,6 +153,8 @@ def test_real_workers_wired_through_evaluate(suite: Path, generations: Path, tmp
         status, reason, verified, compiled = by_reason[key]
         assert (status, verified, compiled) == ("runtime_error", True, False), by_reason[key]
     assert result.metrics["fast_0"] == 0.0 and result.metrics["compile_rate"] == 0.25
+    ran = [r.verdict for r in result.rows if r.gpu_verified]
+    assert ran and all(v.judge_version == JUDGE_VERSION and v.seeds == [0, 1] for v in ran)
 
 
 def _failing_generations(tmp_path: Path) -> Path:

@@ -8,6 +8,12 @@ Figures over the correct samples (geometric-mean speedup, roofline share) and ev
 or speed figure of a run without a GPU do not apply; they are kept apart with the reason
 (`GroupFigures.not_applicable`) instead of being recorded as 0 or NaN.
 
+Two views of correctness (both recorded): KernelBench's, where a correct candidate counts whatever
+mix of its own kernels and PyTorch it runs (`fast_0`, `fast_1`, `fast_p.*`, `geomean_speedup`), and
+the own-kernel view, where it counts only when its own kernels take at least `own_share` of the
+device time (`own.fast_0`, `own.fast_1`, `own.fast_p.*`, `own.geomean_speedup`; default 0.9). The
+mean custom-kernel share of the correct samples is `mean_custom_kernel_time_share`.
+
 Flat metric keys (MLflow, results.json): overall figures by name (`fast_p.0.5`), per-category ones
 as `category/<category>/<figure>`; `metric_key` and `parse_metric_key` round-trip any category
 name without a `/` and any figure name, dots included.
@@ -29,11 +35,16 @@ CHEAT_REASONS = frozenset({
     "input_mutation", "async_escape", "result_caching", "harness_tampering", "non_tensor_output",
     "precision_downgrade", "launch_error",
 })
-RATES = ("fast_0", "fast_1", *(f"fast_p.{p:g}" for p in FAST_P_GRID))
-OVER_CORRECT = ("geomean_speedup", "mean_roofline_share")
+OWN = "own."
+OWN_SHARE = 0.9
+_RATES = ("fast_0", "fast_1", *(f"fast_p.{p:g}" for p in FAST_P_GRID))
+RATES = (*_RATES, *(OWN + r for r in _RATES))
+OVER_CORRECT = ("geomean_speedup", "mean_roofline_share", "mean_custom_kernel_time_share", OWN + "geomean_speedup")
 CATEGORY_PREFIX = "category/"
 NO_CORRECT = "no correct sample"
 NO_ROOFLINE = "no correct sample of a problem with flops/bytes_moved"
+NO_SHARE = "no correct sample with a measured custom-kernel share"
+NO_OWN = "no correct sample whose own kernels carry the device time"
 
 
 def fast_p(verdicts: Sequence[Verdict], p: float) -> float:
@@ -51,6 +62,20 @@ def geomean_speedup(verdicts: Sequence[Verdict]) -> float | None:
 def mean_roofline_share(verdicts: Sequence[Verdict]) -> float | None:
     roof = [v.roofline_share for v in verdicts if v.correct and v.roofline_share is not None]
     return sum(roof) / len(roof) if roof else None
+
+
+def mean_custom_share(verdicts: Sequence[Verdict]) -> float | None:
+    shares = [v.custom_kernel_time_share for v in verdicts if v.correct and v.custom_kernel_time_share is not None]
+    return sum(shares) / len(shares) if shares else None
+
+
+def own_kernel_only(verdicts: Sequence[Verdict], own_share: float) -> list[Verdict]:
+    """The verdicts as the own-kernel view sees them: a correct one whose own kernels take less than
+    `own_share` of the device time (or whose share was not measured) counts as not correct."""
+    def own(v: Verdict) -> bool:
+        return v.correct and v.custom_kernel_time_share is not None and v.custom_kernel_time_share >= own_share
+    return [v if own(v) else Verdict.of("fallback_runtime", "below the own-kernel share") if v.correct else v
+            for v in verdicts]
 
 
 class HasVerdict(Protocol):
@@ -113,7 +138,21 @@ def parse_metric_key(key: str) -> tuple[str | None, str]:
     return category, figure
 
 
-def group_figures(rows: Sequence[HasVerdict], gpu: bool, no_gpu_reason: str) -> GroupFigures:
+def _speed_figures(g: GroupFigures, verdicts: Sequence[Verdict], prefix: str) -> None:
+    g.values |= {f"{prefix}fast_0": fast_p(verdicts, 0.0), f"{prefix}fast_1": fast_p(verdicts, 1.0)}
+    g.values |= {f"{prefix}fast_p.{p:g}": fast_p(verdicts, p) for p in FAST_P_GRID}
+    _apply(g, f"{prefix}geomean_speedup", geomean_speedup(verdicts), NO_OWN if prefix else NO_CORRECT)
+
+
+def _apply(g: GroupFigures, name: str, value: float | None, reason: str) -> None:
+    if value is None:
+        g.not_applicable[name] = reason
+    else:
+        g.values[name] = value
+
+
+def group_figures(rows: Sequence[HasVerdict], gpu: bool, no_gpu_reason: str,
+                  own_share: float = OWN_SHARE) -> GroupFigures:
     """Figures of one group. `gpu`: the evaluation ran on a CUDA host, so correctness was measured.
 
     compile_rate counts what was built (or, where no build ran, what NVRTC compiled).
@@ -129,21 +168,18 @@ def group_figures(rows: Sequence[HasVerdict], gpu: bool, no_gpu_reason: str) -> 
     if not gpu:
         g.not_applicable = dict.fromkeys((*RATES, *OVER_CORRECT), no_gpu_reason)
         return g
-    g.values |= {"fast_0": fast_p(verdicts, 0.0), "fast_1": fast_p(verdicts, 1.0)}
-    g.values |= {f"fast_p.{p:g}": fast_p(verdicts, p) for p in FAST_P_GRID}
-    for name, value, reason in (("geomean_speedup", geomean_speedup(verdicts), NO_CORRECT),
-                                ("mean_roofline_share", mean_roofline_share(verdicts), NO_ROOFLINE)):
-        if value is None:
-            g.not_applicable[name] = reason
-        else:
-            g.values[name] = value
+    _speed_figures(g, verdicts, "")
+    _speed_figures(g, own_kernel_only(verdicts, own_share), OWN)
+    _apply(g, "mean_roofline_share", mean_roofline_share(verdicts), NO_ROOFLINE)
+    _apply(g, "mean_custom_kernel_time_share", mean_custom_share(verdicts), NO_SHARE)
     return g
 
 
-def suite_figures(rows: Sequence[HasVerdict], gpu: bool, no_gpu_reason: str = "no CUDA device") -> SuiteFigures:
+def suite_figures(rows: Sequence[HasVerdict], gpu: bool, no_gpu_reason: str = "no CUDA device",
+                  own_share: float = OWN_SHARE) -> SuiteFigures:
     """Overall figures, plus one group per category (sorted by name)."""
     groups: dict[str, list[HasVerdict]] = defaultdict(list)
     for r in rows:
         groups[r.category].append(r)
-    return SuiteFigures(group_figures(rows, gpu, no_gpu_reason),
-                        {cat: group_figures(rs, gpu, no_gpu_reason) for cat, rs in sorted(groups.items())})
+    return SuiteFigures(group_figures(rows, gpu, no_gpu_reason, own_share),
+                        {cat: group_figures(rs, gpu, no_gpu_reason, own_share) for cat, rs in sorted(groups.items())})

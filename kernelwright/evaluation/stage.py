@@ -70,6 +70,12 @@ class EvaluateConfig:
     split_build: bool = field(default=True, metadata={
         "help": "Split build of candidates' kernels (see `kernelwright verify --help`); off: build as written."})
     compile_baseline: bool = field(default=True, metadata={"help": "Also time torch.compile of the reference."})
+    own_kernel_share: float = field(default=0.9, metadata={
+        "help": "Share of device time (0-1) a correct candidate's own kernels must take to count in the "
+                "own-kernel view (own.fast_0, own.fast_1, ...); 0: every correct candidate counts."})
+    gate_view: str = field(default="own", metadata={
+        "help": "Figures the gate compares: own (own-kernel view) or any (KernelBench's: any mix of own "
+                "kernels and PyTorch)."})
     gate: bool = field(default=True, metadata={
         "help": "Tag a registered model with its figures and move `champion` when it wins; off: report only."})
     out: str | None = field(default=None, metadata={"help": "Results folder. None: <workdir>/evaluate."})
@@ -82,6 +88,10 @@ class EvaluateConfig:
             raise ValueError("samples must be at least 1")
         if self.jobs < 0:
             raise ValueError("jobs must be 0 (one per core) or more")
+        if self.gate_view not in ("own", "any"):
+            raise ValueError(f"gate_view must be own or any, not {self.gate_view!r}")
+        if not 0.0 <= self.own_kernel_share <= 1.0:
+            raise ValueError("own_kernel_share is a share of device time, between 0 and 1")
 
 
 @dataclass
@@ -156,7 +166,7 @@ def _gate(ref: ModelRef | None, cfg: EvaluateConfig, gpu: bool, overall: GroupFi
         return None, "the model is not a registered version (pass --model models:/NAME@ALIAS to gate it)"
     if not gpu:
         return None, "not GPU-verified: fast_1 was not measured, so the champion stays"
-    decision = record_and_gate(ref, overall.values, suite)
+    decision = record_and_gate(ref, overall.values, suite, cfg.gate_view)
     return decision, decision.reason
 
 
@@ -180,7 +190,7 @@ def evaluate(cfg: EvaluateConfig, verifier: Verifier = verify_with_progress,
     gpu = cuda_available()
     jobs = cfg.jobs or os.cpu_count() or 1
     rows = check_candidates(cands, verify_config(cfg, workdir), jobs, gpu, verifier, NO_GPU_REASON)
-    figures = suite_figures(rows, gpu, NO_GPU_REASON)
+    figures = suite_figures(rows, gpu, NO_GPU_REASON, cfg.own_kernel_share)
     decision, note = _gate(ref, cfg, gpu, figures.overall, suite_id(plan.problems, cfg.samples))
     result = EvaluateResult(figures, rows, gpu, decision, note)
     write_report(plan.out, result_json(cfg, result), figures, rows, gpu)

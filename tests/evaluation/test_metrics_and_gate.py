@@ -94,3 +94,17 @@ def test_a_version_with_no_correct_kernel_is_never_promoted() -> None:
                                                                            "compile_rate": 0.5})
     assert not worse.promote
     assert not decide({"fast_0": 0.5}, None).promote  # figures missing: never promoted
+
+
+def test_both_views_of_correctness() -> None:
+    rows = [FakeRow("x", Verdict.of("ok", speedup=2.0, custom_kernel_time_share=0.95)),
+            FakeRow("x", Verdict.of("ok", speedup=3.0, custom_kernel_time_share=0.5)),   # partial PyTorch
+            FakeRow("x", Verdict.of("ok", speedup=4.0)),                                  # share not measured
+            FakeRow("x", Verdict.of("wrong_output"))]
+    g = suite_figures(rows, gpu=True).overall.values
+    assert g["fast_0"] == 0.75 and g["fast_1"] == 0.75 and g["own.fast_0"] == 0.25 and g["own.fast_1"] == 0.25
+    assert g["geomean_speedup"] == pytest.approx((2 * 3 * 4) ** (1 / 3)) and g["own.geomean_speedup"] == 2.0
+    assert g["mean_custom_kernel_time_share"] == pytest.approx(0.725)
+    loose = suite_figures(rows, gpu=True, own_share=0.4).overall.values
+    assert loose["own.fast_0"] == 0.5
+    assert suite_figures(rows, gpu=True, own_share=0.0).overall.values["own.fast_0"] == 0.5  # None never counts

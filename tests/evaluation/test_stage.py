@@ -91,11 +91,13 @@ def _register(client: MlflowClient, name: str, source: Path) -> str:
     return str(client.create_model_version(name, str(source)).version)
 
 
-def _fake_gpu(speedups: dict[str, float]):
-    """A verifier double: every candidate is correct with the speedup its file name maps to."""
+def _fake_gpu(speedups: dict[str, float], share: float = 1.0):
+    """A verifier double: every candidate is correct with the speedup its folder name maps to, its own
+    kernels taking `share` of the device time."""
     def verify(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
         return [Verdict.of("ok", compile_s=1.0, runtime_ms=1.0, ref_runtime_ms=speedups[Path(c.candidate).parent.name],
-                           speedup=speedups[Path(c.candidate).parent.name]) for c in cfgs]
+                           speedup=speedups[Path(c.candidate).parent.name], custom_kernel_time_share=share)
+                for c in cfgs]
     return verify
 
 
@@ -240,3 +242,53 @@ def test_a_cpu_evaluation_carries_the_host_code_pytorch_warning(suite: Path, tmp
                                      workdir=str(tmp_path / "kw")))
     row = next(r for r in result.rows if r.problem_id == "level1/affine")
     assert row.verdict.reason == "no_gpu" and any("at::matmul" in w for w in row.verdict.warnings)
+
+
+def test_the_gate_compares_own_kernel_figures_unless_told_otherwise(suite: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    workdir = tmp_path / "kw"
+    setup_tracking(workdir)
+    client = MlflowClient()
+    gen = tmp_path / "gen_views"
+    for pid in ("affine", "relu_nonneg"):
+        (gen / "level1" / pid).mkdir(parents=True)
+        shutil.copy(FIXTURES / "candidates" / "honest_affine.py", gen / "level1" / pid / "sample_0.py")
+    monkeypatch.setattr(stage, "cuda_available", lambda: True)
+    name = "kw-view-coder"
+    versions = [_register(client, name, tmp_path) for _ in range(3)]
+
+    def run(version: str, speed: float, share: float, view: str = "own") -> stage.EvaluateResult:
+        cfg = EvaluateConfig(suite=str(suite), generations=str(gen), model=f"models:/{name}/{version}",
+                             out=str(tmp_path / f"o{version}"), workdir=str(workdir), gate_view=view)
+        return evaluate(cfg, verifier=_fake_gpu({"affine": speed, "relu_nonneg": speed}, share))
+
+    first = run(versions[0], 1.5, 0.95)
+    assert first.gate is not None and first.gate.promote
+    assert first.metrics["own.fast_1"] == 1.0 and first.metrics["mean_custom_kernel_time_share"] == 0.95
+    partial = run(versions[1], 3.0, 0.5)  # faster, but half its device time is PyTorch's
+    assert partial.metrics["fast_1"] == 1.0 and partial.metrics["own.fast_1"] == 0.0
+    assert partial.metrics["own.fast_0"] == 0.0 and "own.geomean_speedup" not in partial.metrics
+    assert partial.gate is not None and not partial.gate.promote and partial.gate.reason.startswith("fast_0 is 0")
+    tags = client.get_model_version(name, versions[1]).tags
+    assert float(tags["kw.eval.fast_1"]) == 1.0 and float(tags["kw.eval.own.fast_1"]) == 0.0
+    assert tags["kw.eval.judge_version"] == JUDGE_VERSION
+    client.set_model_version_tag(name, versions[0], "kw.eval.judge_version", "0")  # an older judge's figures
+    other_judge = run(versions[2], 9.0, 1.0)
+    assert other_judge.gate is not None and not other_judge.gate.promote
+    assert "judge version" in other_judge.gate.reason
+
+
+def test_the_kernelbench_view_gate_counts_partial_pytorch(suite: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    setup_tracking(tmp_path / "kw")
+    client = MlflowClient()
+    gen = tmp_path / "gen_any"
+    for pid in ("affine", "relu_nonneg"):
+        (gen / "level1" / pid).mkdir(parents=True)
+        shutil.copy(FIXTURES / "candidates" / "honest_affine.py", gen / "level1" / pid / "sample_0.py")
+    monkeypatch.setattr(stage, "cuda_available", lambda: True)
+    version = _register(client, "kw-any-coder", tmp_path)
+    result = evaluate(EvaluateConfig(suite=str(suite), generations=str(gen), model=f"models:/kw-any-coder/{version}",
+                                     out=str(tmp_path / "o"), workdir=str(tmp_path / "kw"), gate_view="any"),
+                      verifier=_fake_gpu({"affine": 2.0, "relu_nonneg": 2.0}, share=0.3))
+    assert result.gate is not None and result.gate.promote and result.gate.candidate["fast_1"] == 1.0

@@ -1,7 +1,8 @@
 """Check every candidate of an evaluation: static checks and NVRTC here, the rest on a GPU.
 
 The static checks and an NVRTC compile of the device code run on any machine. With a CUDA
-device, every candidate that passes the static checks goes through the verification protocol
+device, every candidate that passes the static checks (PyTorch compute in ModelNew is only a
+warning there: the run-time custom-kernel share decides) goes through the verification protocol
 (`verify.run_workers`: one worker process each, builds in parallel, timing one at a time). Without one,
 rows say `gpu_verified: false` and carry no correctness or speed figure.
 """
@@ -103,8 +104,9 @@ def check_candidates(cands: Sequence[Candidate], cfg: VerifyConfig, jobs: int, g
         verdicts = dict(zip(todo, verifier(cfgs, jobs), strict=True))
     rows = []
     for i, c in enumerate(cands):
-        v = pre[i] or verdicts.get(i) or with_warnings(not_verified(nvrtc[i], no_gpu_reason),
-                                                        source_warnings(_source(c)))
+        # PyTorch compute in ModelNew or its host code: a warning on whatever verdict the run reached
+        v = pre[i] or with_warnings(verdicts.get(i) or not_verified(nvrtc[i], no_gpu_reason),
+                                    source_warnings(_source(c)))
         rows.append(_row(c, v, nvrtc[i], i in verdicts))
     return rows
 

@@ -34,7 +34,7 @@ class Spec:
     build_cache: str | None = None
     timing_lock: str | None = None
     memory_fraction: float = 0.5
-    min_custom_share: float = 0.5
+    min_custom_share: float = 0.1  # least share of GPU kernel time in the candidate's kernels, else fallback_runtime
     peak_flops: dict[str, float] | None = None
     peak_bytes_per_s: float = 4.3e12
     launch_floor_ms: float = 0.002

@@ -12,8 +12,8 @@ Reason codes (one per cheat class of docs/verification.md and per failure kind):
 | no_model_new | rejected | no `ModelNew` class |
 | no_kernel | rejected | no `__global__` kernel built and launched |
 | fallback_try_except | rejected | class 1: try/except around the custom path |
-| fallback_torch_op | rejected | class 1: PyTorch compute ops in ModelNew (static) |
-| fallback_runtime | rejected | class 1: profiler shows most GPU time outside the candidate's kernels |
+| fallback_torch_op | rejected | class 1: PyTorch compute ops in ModelNew (a curation filter; `verify` warns) |
+| fallback_runtime | rejected | class 1: under 10% of GPU kernel time in the candidate's own kernels |
 | unwritten_output | rejected | class 2: output elements never written (poisoned memory shows through) |
 | input_independent | rejected | class 3: right on the default inputs only (constant, near-zero or identity output) |
 | input_mutation | rejected | class 4: the forward changed its inputs in place |

@@ -1,5 +1,7 @@
 """Verify candidates against problems: static checks here, everything else in a worker process.
-A candidate whose C++/CUDA host code calls PyTorch compute gets a warning on its verdict.
+A candidate that calls PyTorch compute, from ModelNew (`fallback_torch_op`, `WARNED_STATIC_REASONS`)
+or from its C++/CUDA host code, gets a warning on its verdict and goes on to the GPU run, where the
+custom-kernel share of device time decides (under `min_custom_share`: `fallback_runtime`).
 
     kernelwright verify --problem P.py --candidate C.py [--json OUT] [--static]
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,7 +26,7 @@ from pathlib import Path
 
 from kernelwright import atomic
 from kernelwright.cuda.pch import header_built_alongside
-from kernelwright.cuda.static_checks import check_source
+from kernelwright.cuda.static_checks import StaticReport, check_source
 from kernelwright.cuda.torch_calls import scan_candidate
 from kernelwright.errors import NoCudaDevice, UsageError
 from kernelwright.verifier.problems import parse_problem_source
@@ -45,6 +48,9 @@ class VerifyConfig:
     compile_baseline: bool = field(default=True, metadata={"help": "Also time torch.compile of the reference."})
     memory_fraction: float = field(default=0.5, metadata={"help": "Share of GPU memory the worker may allocate."})
     timing_budget_s: float = field(default=1.0, metadata={"help": "Seconds of timed trials per model and shape."})
+    min_custom_share: float = field(default=0.1, metadata={
+        "help": "Least share of the forward's GPU kernel time, 0 to 1, spent in the candidate's own kernels on "
+                "every shape; below it: fallback_runtime. 0: no share required (the share is still reported)."})
     build_cache: str | None = field(
         default=None, metadata={"help": "Folder of content-hashed builds. None: ~/.cache/kernelwright/builds."}
     )
@@ -80,19 +86,38 @@ def read_inputs(problem: Path, candidate: Path) -> str:
     return source
 
 
+# Static reasons that `verify` reports as warnings instead of rejections: a candidate may keep some
+# PyTorch compute (KernelBench allows replacing only some operators), and on a GPU the run-time
+# custom-kernel share decides (`fallback_runtime`). Curation (curation/filters.py) still removes
+# them: it reads every reason of `check_source`, not `static_verdict`.
+WARNED_STATIC_REASONS = frozenset({"fallback_torch_op"})
+_TORCH_OP_DETAIL = re.compile(r"line (\d+): calls (\S+)")
+
+
 def static_verdict(source: str) -> Verdict | None:
-    """A rejection from the static checks (with the source's warnings), or None when they pass."""
+    """A rejection from the static checks (with the source's warnings), or None when they pass or
+    find only what `WARNED_STATIC_REASONS` makes a warning."""
     report = check_source(source)
-    if report.ok:
+    rejections = [r for r in report.reasons if r not in WARNED_STATIC_REASONS]
+    if not rejections:
         return None
-    return with_warnings(Verdict.of(report.reasons[0], "; ".join(report.details)), source_warnings(source))
+    detail = "; ".join(d for r in rejections for d in report.by_reason[r])
+    return with_warnings(Verdict.of(rejections[0], detail), source_warnings(source))
 
 
 def source_warnings(source: str) -> list[str]:
-    """What the candidate's source says that does not decide its verdict: its C++/CUDA host code
-    calls PyTorch compute (on a GPU, the run-time custom-kernel share decides)."""
-    detail = scan_candidate(source).detail
-    return [detail] if detail else []
+    """What the candidate's source says that does not decide its verdict: ModelNew or its C++/CUDA
+    host code calls PyTorch compute (on a GPU, the run-time custom-kernel share decides)."""
+    lines = [torch_op_warning(check_source(source)), scan_candidate(source).detail]
+    return [line for line in lines if line]
+
+
+def torch_op_warning(report: StaticReport) -> str:
+    """One line naming ModelNew's PyTorch compute calls ("" if none), e.g.
+    "ModelNew calls PyTorch compute: torch.matmul (line 12)"."""
+    found = [_TORCH_OP_DETAIL.match(d) for d in report.by_reason.get("fallback_torch_op", [])]
+    calls = [f"{m.group(2)} (line {m.group(1)})" for m in found if m]
+    return f"ModelNew calls PyTorch compute: {', '.join(calls)}" if calls else ""
 
 
 def with_warnings(verdict: Verdict, warnings: Sequence[str]) -> Verdict:
@@ -225,7 +250,7 @@ def make_spec(cfg: VerifyConfig, lock: str | None = None, pch_lock: str | None =
                 memory_fraction=cfg.memory_fraction, build_cache=cfg.build_cache or _default_cache(),
                 timing_budget_s=cfg.timing_budget_s, ref_timing_cache=cfg.ref_timing_cache,
                 split_build=cfg.split_build, timing_lock=lock, pch_lock=pch_lock,
-                profiler_warm_up=cfg.profiler_warm_up)
+                profiler_warm_up=cfg.profiler_warm_up, min_custom_share=cfg.min_custom_share)
 
 
 def verify_one(cfg: VerifyConfig) -> Verdict:

@@ -131,3 +131,25 @@ def test_torch_compute_in_the_host_code_is_removed_with_its_own_reason(tmp_path:
     off = _settings(tmp_path, nvrtc=False, near_dup_threshold=2.0, torch_compute_filter=False)
     assert len(run_filters(samples, off)[0]) == 2
     assert CurateConfig(torch_compute_filter=False).filters(tmp_path).torch_compute_filter is False
+
+
+def test_pytorch_compute_in_model_new_goes_to_the_gpu_in_evaluation_but_is_filtered_in_curation(
+        tmp_path: Path) -> None:
+    """evaluate's pre-verdict lets it through (the run-time share decides, and the verdict carries
+    the warning); curation removes it as fallback_torch_op."""
+    from kernelwright.evaluation.candidates import Candidate
+    from kernelwright.evaluation.checking import check_candidates, pre_verdict
+    from kernelwright.verifier.problems import load_problem
+    from kernelwright.verifier.verdict import Verdict
+    from kernelwright.verifier.verify import VerifyConfig
+
+    fixtures = Path(__file__).parent.parent / "fixtures" / "verify"
+    path = fixtures / "candidates" / "fallback_torch_op.py"
+    cand = Candidate(problem=load_problem(fixtures / "problems" / "affine_large.py"), sample=0, path=path)
+    assert pre_verdict(cand) is None
+    fake = Verdict.of("fallback_runtime", "only 3% of GPU time in the candidate's kernels")
+    rows = check_candidates([cand], VerifyConfig(), 1, True, lambda cfgs, _jobs: [fake for _ in cfgs])
+    assert rows[0].gpu_verified and rows[0].verdict.reason == "fallback_runtime"
+    assert rows[0].verdict.warnings == ["ModelNew calls PyTorch compute: torch.add (line 31), torch.mul (line 31)"]
+    kept, report = run_filters([_s("torch_op", path.read_text())], _settings(tmp_path, nvrtc=False))
+    assert kept == [] and report.removed["fallback_torch_op"] == ["torch_op"]

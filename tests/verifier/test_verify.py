@@ -11,11 +11,20 @@ import pytest
 
 from kernelwright.cli import main
 from kernelwright.verifier.verdict import REASON_STATUS, Verdict
-from kernelwright.verifier.verify import VerifyConfig, static_verdict, verify_many, verify_one, watch
+from kernelwright.verifier.verify import (
+    WARNED_STATIC_REASONS,
+    VerifyConfig,
+    make_spec,
+    source_warnings,
+    static_verdict,
+    verify_many,
+    verify_one,
+    watch,
+)
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 EXPECTED: dict[str, dict[str, str]] = json.loads((FIXTURES / "expected.json").read_text())
-STATIC_REASONS = {"fallback_try_except", "fallback_torch_op", "harness_tampering", "no_kernel", "syntax_error"}
+STATIC_REASONS = {"fallback_try_except", "harness_tampering", "no_kernel", "syntax_error"}
 # tampering with no static trace: the worker's guard catches it
 RUN_TIME_ONLY = {"patch_harness_method.py", "patch_reference_model.py"}
 
@@ -32,12 +41,15 @@ def test_every_expected_reason_is_documented() -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_static_checks_on_fixtures(name: str) -> None:
-    verdict = static_verdict((FIXTURES / "candidates" / name).read_text())
+    """Static rejections as expected; PyTorch compute in ModelNew is the fixture's `warning` only."""
+    source = (FIXTURES / "candidates" / name).read_text()
+    verdict = static_verdict(source)
     expected = EXPECTED[name]["reason"]
     if (expected in STATIC_REASONS or name == "patch_timer.py") and name not in RUN_TIME_ONLY:
         assert verdict is not None and verdict.reason == expected
     else:
         assert verdict is None, verdict
+    assert source_warnings(source) == ([EXPECTED[name]["warning"]] if "warning" in EXPECTED[name] else [])
 
 
 def test_verify_static_exit_codes_and_json(tmp_path: Path) -> None:
@@ -94,6 +106,9 @@ def test_fixtures_give_their_verdicts_on_gpu(tmp_path: Path) -> None:
     (tmp_path / "verdicts.json").write_text(json.dumps(got, indent=1))
     wrong = {n: got[n] for n in names if got[n][0] != EXPECTED[n]["reason"]}
     assert not wrong, wrong
+    warned = {n: v for n, v in zip(names, verdicts, strict=True) if "warning" in EXPECTED[n]}
+    assert all(v.warnings == [EXPECTED[n]["warning"]] for n, v in warned.items()), warned
+    assert all((v.custom_kernel_time_share or 0.0) >= 0.1 for v in warned.values() if v.correct), warned
     honest = {n: v.build for n, v in zip(names, verdicts, strict=True) if n.startswith("honest")}
     assert all(b == "split" for b in honest.values()), honest  # the split build is what ran, and was right
 
@@ -179,9 +194,9 @@ def test_verify_static_warns_of_torch_compute_in_the_host_code(tmp_path: Path, c
     assert "warning:" in capsys.readouterr().err
     honest = _cfg("honest_affine.py", static=True)
     assert verify_one(honest).warnings == []
-    fallback = Path(cfg.candidate).read_text().replace("return _ext.run(x)", "return torch.relu(_ext.run(x))")
-    rejected = static_verdict(fallback)
-    assert rejected is not None and rejected.reason == "fallback_torch_op" and rejected.warnings == [TORCH_WARNING]
+    partial = Path(cfg.candidate).read_text().replace("return _ext.run(x)", "return torch.relu(_ext.run(x))")
+    assert static_verdict(partial) is None
+    assert source_warnings(partial) == ["ModelNew calls PyTorch compute: torch.relu (line 30)", TORCH_WARNING]
 
 
 def test_the_warning_is_on_the_worker_verdict_too(tmp_path: Path) -> None:
@@ -198,3 +213,39 @@ def test_verdict_warnings_round_trip_and_older_json_loads() -> None:
     old = Verdict.of("wrong_output", "off").to_json()
     del old["warnings"]
     assert Verdict.from_json(old).warnings == []
+
+
+def test_verify_static_warns_of_pytorch_compute_in_model_new(tmp_path: Path) -> None:
+    """The static fallback_torch_op finding is a warning in verify: the GPU run's share decides."""
+    assert WARNED_STATIC_REASONS == {"fallback_torch_op"}
+    verdict = verify_one(_cfg("fallback_torch_op.py", static=True))
+    assert (verdict.status, verdict.reason, verdict.static_only) == ("correct", "static_ok", True)
+    assert verdict.warnings == [EXPECTED["fallback_torch_op.py"]["warning"]]
+    cfg = _cfg("fallback_torch_op.py")
+    out = tmp_path / "v.json"
+    assert main(["verify", "--problem", cfg.problem, "--candidate", cfg.candidate, "--static", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["warnings"] == verdict.warnings
+
+
+def test_static_verdict_still_rejects_a_try_except_fallback_and_warns_of_its_torch_ops() -> None:
+    source = (FIXTURES / "candidates" / "honest_affine.py").read_text()
+    guarded = "        try:\n            return _ext.run(x)\n        except Exception:\n            return torch.abs(x)"
+    both = source.replace("        return _ext.run(x)", guarded)
+    assert both != source
+    rejected = static_verdict(both)
+    assert rejected is not None and (rejected.status, rejected.reason) == ("rejected", "fallback_try_except")
+    assert rejected.detail == "line 30: try/except in ModelNew"
+    assert rejected.warnings == ["ModelNew calls PyTorch compute: torch.abs (line 33)"]
+    tampering = source.replace("class ModelNew", "torch.mean = torch.sum\n\n\nclass ModelNew")
+    assert (static_verdict(tampering) or Verdict.of("ok")).reason == "harness_tampering"
+
+
+def test_make_spec_carries_the_custom_share_threshold() -> None:
+    """Under 10% of the device time in the candidate's own kernels: fallback_runtime (worker.py)."""
+    from kernelwright.verifier.spec import Spec
+
+    cfg = _cfg("honest_affine.py")
+    assert cfg.min_custom_share == 0.1 and make_spec(cfg).min_custom_share == 0.1
+    assert Spec(problem="p", candidate="c", result="r").min_custom_share == 0.1
+    cfg.min_custom_share = 0.0
+    assert make_spec(cfg).min_custom_share == 0.0

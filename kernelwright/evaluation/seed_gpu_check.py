@@ -1,12 +1,14 @@
-"""Check every seed solution against its reference on a GPU (a plain allclose check).
+"""Check every seed solution against its reference on a GPU (the verifier's tolerance rule).
 
     python -m kernelwright.evaluation.seed_gpu_check --jobs 16 --json seed_check.json
 
 Each task runs in its own process (built with `load_inline`, its own extension folder, a time
 limit): reference and solution are built from the same seed, fed the same fresh inputs for three
-seeds, and compared with torch.allclose (atol = rtol = 1e-4 in float32, 1e-2 in half types,
-exact for integers), TF32 off. This is the seed corpus's self-check, not the full verification
-protocol (that is `kernelwright verify`, docs/verification.md).
+seeds, and judged by kernelwright.verifier.tolerance: against the reference's float64 twin
+(`fp64_relative`) where the reference runs in float64, else allclose (atol = rtol = 1e-4 in
+float32, 1e-2 in half types; `fp32_allclose`), exact for integers; TF32 off. This is the seed
+corpus's self-check, not the full verification protocol (that is `kernelwright verify`,
+docs/verification.md).
 """
 
 from __future__ import annotations
@@ -22,26 +24,23 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kernelwright.verifier.inputs import tolerance
 from kernelwright.verifier.isolation import import_file
+from kernelwright.verifier.tolerance import fp64_output, fp64_twin, judge
 
 SEEDS = (0, 1, 2)
 
 
-def _compare(ref, new) -> tuple[bool, str, float]:
+def _compare(ref, new, ref64=None) -> tuple[bool, str, float, str]:
+    """(ok, detail, max abs error, the rule that judged)."""
     import torch
 
     if not isinstance(new, torch.Tensor) or type(new) is not torch.Tensor:
-        return False, f"output is {type(new).__name__}, not a plain torch.Tensor", float("nan")
+        return False, f"output is {type(new).__name__}, not a plain torch.Tensor", float("nan"), ""
     if new.shape != ref.shape or new.dtype != ref.dtype:
-        return False, f"shape/dtype {tuple(new.shape)}/{new.dtype} != {tuple(ref.shape)}/{ref.dtype}", float("nan")
-    tol = tolerance(ref.dtype)
-    if tol is None:
-        bad = int((new != ref).sum())
-        return bad == 0, f"{bad} elements differ", float(bad)
-    err = float((new.double() - ref.double()).abs().max()) if ref.numel() else 0.0
-    ok = bool(torch.allclose(new, ref, atol=tol[0], rtol=tol[1]))
-    return ok, f"max abs err {err:.3g}", err
+        return (False, f"shape/dtype {tuple(new.shape)}/{new.dtype} != {tuple(ref.shape)}/{ref.dtype}",
+                float("nan"), "")
+    j = judge(new, ref, ref64)
+    return j.ok, j.detail, j.max_err, j.rule
 
 
 def check_one(task: Path) -> dict[str, Any]:
@@ -54,24 +53,27 @@ def check_one(task: Path) -> dict[str, Any]:
     ref_mod = import_file(task / "reference.py", f"ref_{task.name}")
     sol_mod = import_file(task / "solution.py", f"sol_{task.name}")
     build_s = time.perf_counter() - t0
-    worst, detail = 0.0, ""
+    worst, detail, rule = 0.0, "", ""
     for seed in SEEDS:
         torch.manual_seed(seed)
         inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref_mod.get_inputs()]
         init = ref_mod.get_init_inputs()
         torch.manual_seed(seed)
         ref = ref_mod.Model(*init).cuda().eval()
+        twin = fp64_twin(ref_mod, init, ref, seed, inputs)
         torch.manual_seed(seed)
         new = sol_mod.ModelNew(*init).cuda().eval()
         with torch.no_grad():
             expected = ref(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
             got = new(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
         torch.cuda.synchronize()
-        ok, detail, err = _compare(expected, got)
+        ok, detail, err, rule = _compare(expected, got, fp64_output(twin, inputs))
         worst = max(worst, err) if err == err else worst
         if not ok:
-            return {"task": task.name, "status": "mismatch", "seed": seed, "detail": detail, "build_s": build_s}
-    return {"task": task.name, "status": "match", "detail": detail, "max_abs_err": worst, "build_s": build_s}
+            return {"task": task.name, "status": "mismatch", "seed": seed, "detail": detail, "rule": rule,
+                    "build_s": build_s}
+    return {"task": task.name, "status": "match", "detail": detail, "rule": rule, "max_abs_err": worst,
+            "build_s": build_s}
 
 
 def _run_child(task: Path, timeout_s: float) -> dict[str, Any]:

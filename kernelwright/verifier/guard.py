@@ -7,7 +7,8 @@
   them changed;
 - `_ModuleHold` / `_ModelHold`: what is held of one module, and of the reference model while it runs;
 - `held_models`: the reference and the candidate's models, the reference held from before the
-  candidate's constructor runs.
+  candidate's constructor runs; `held_check_models`: the same with the reference's float64 twin,
+  held likewise (the correctness draws' truth, tolerance.py).
 
 A candidate runs in the harness's process, so it could monkeypatch what judges it: a comparison
 that always agrees, a timer that reads zero, a verdict written by hand.
@@ -29,6 +30,7 @@ from kernelwright.verifier.inputs import clone
 from kernelwright.verifier.isolation import Rejected
 from kernelwright.verifier.spec import Progress
 from kernelwright.verifier.timer import Timer
+from kernelwright.verifier.tolerance import Judgement, fp64_twin
 from kernelwright.verifier.verdict import ShapeResult, Verdict
 
 # ---------------------------------------------------------------- what is held
@@ -40,7 +42,7 @@ GUARDED_MODULES = ("builtins", "time", "math", "json", "os", "ctypes", "torch", 
                    "kernelwright.atomic", "tempfile", "shutil", "pathlib")  # the last four: how the verdict is written
 HARNESS_MODULES = ("kernelwright.verifier.worker", "kernelwright.verifier.spec", "kernelwright.verifier.isolation",
                    "kernelwright.verifier.inputs", "kernelwright.verifier.guard", "kernelwright.verifier.timer",
-                   "kernelwright.verifier.timing", "kernelwright.verifier.profiling")
+                   "kernelwright.verifier.timing", "kernelwright.verifier.profiling", "kernelwright.verifier.tolerance")
 
 
 def _harness_modules() -> list[tuple[str, ModuleType]]:
@@ -236,7 +238,7 @@ class HarnessGuard:
 
         # Progress writes the verdict
         classes = (torch.Tensor, torch.cuda.Event, torch.cuda.Stream, ctypes.CDLL, Timer, HarnessGuard, Progress,
-                   Verdict, ShapeResult, profile, EventList, FunctionEvent, Path, type(Path()))
+                   Verdict, ShapeResult, Judgement, profile, EventList, FunctionEvent, Path, type(Path()))
         self.held_classes = [(cls, _resolved(cls)) for cls in classes]
         self.held_instances: list[tuple[str, Any, dict[str, Any]]] = []
         self.held_namespaces = [(cls, _own_callables(cls)) for cls in _nn_classes()]
@@ -300,6 +302,23 @@ def held_models(problem: ModuleType, candidate: ModuleType, seed: int, guard: Ha
     The reference runs once on `warm` before it is held: lazy modules materialise and caches a
     forward fills on its first call are in place, so neither reads as tampering.
     """
+    with _held(problem, candidate, seed, guard, warm, device, fp64=False) as (ref, _, new):
+        yield ref, new
+
+
+@contextlib.contextmanager
+def held_check_models(problem: ModuleType, candidate: ModuleType, seed: int, guard: HarnessGuard,
+                      warm: list[Any], device: str = "cuda") -> Iterator[tuple[Any, Any | None, Any]]:
+    """(reference, its float64 twin or None, candidate): as `held_models`, and the twin
+    (tolerance.fp64_twin: the reference's state in float64, run once on `warm`) is built after the
+    reference's warm-up and held the same way, from before the candidate's constructor runs."""
+    with _held(problem, candidate, seed, guard, warm, device, fp64=True) as models:
+        yield models
+
+
+@contextlib.contextmanager
+def _held(problem: ModuleType, candidate: ModuleType, seed: int, guard: HarnessGuard, warm: list[Any],
+          device: str, fp64: bool) -> Iterator[tuple[Any, Any | None, Any]]:
     import torch
 
     init = problem.get_init_inputs()
@@ -307,6 +326,11 @@ def held_models(problem: ModuleType, candidate: ModuleType, seed: int, guard: Ha
     ref = problem.Model(*init).to(device).eval()
     with torch.no_grad():
         ref(*clone(warm))
-    with guard.watching_model(ref, "reference"):
+    twin = fp64_twin(problem, init, ref, seed, warm, device) if fp64 else None
+    with guard.watching_model(ref, "reference"), _watching(guard, twin, "reference64"):
         torch.manual_seed(seed)
-        yield ref, candidate.ModelNew(*init).to(device).eval()
+        yield ref, twin, candidate.ModelNew(*init).to(device).eval()
+
+
+def _watching(guard: HarnessGuard, model: Any | None, label: str) -> contextlib.AbstractContextManager[None]:
+    return guard.watching_model(model, label) if model is not None else contextlib.nullcontext()

@@ -2,8 +2,9 @@
 
 - `draw_inputs`: a problem's inputs for one shape, seed and distribution (`DISTRIBUTIONS`), on the GPU;
   `draw_check_inputs`: the correctness draws' seeds; `clone`: a fresh copy for each run;
-- `compare`: the candidate's output against the reference's, within `tolerance` of its dtype, with
-  the reason when it is not (wrong shape, dtype, precision, unwritten elements, wrong values);
+- `compare`: the candidate's output against the reference's and the float64 reference's, by the
+  rules of tolerance.py, with the reason when it fails (wrong shape, dtype, precision, unwritten
+  elements, wrong values) and the rule that judged;
 - `poison`: NaN-filled memory where the candidate's output will land, so unwritten elements show.
 """
 
@@ -12,6 +13,8 @@ from __future__ import annotations
 import math
 from types import ModuleType
 from typing import Any
+
+from kernelwright.verifier.tolerance import FP64, Judgement, judge, lower_precision
 
 DISTRIBUTIONS = ("default", "signed", "heavy_tailed", "small")
 
@@ -45,16 +48,10 @@ def clone(inputs: list[Any]) -> list[Any]:
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def tolerance(dtype: Any) -> tuple[float, float] | None:
-    import torch
-
-    if dtype in (torch.float16, torch.bfloat16):
-        return 1e-2, 1e-2
-    return (1e-4, 1e-4) if dtype.is_floating_point else None
-
-
-def compare(out: Any, ref: Any) -> tuple[str | None, str, float]:
-    """(reason or None, detail, max abs error)."""
+def compare(out: Any, ref: Any, ref64: Any = None, rules: set[str] | None = None) -> tuple[str | None, str, float]:
+    """(reason or None, detail, max abs error) of `out` against the reference `ref` and the float64
+    reference `ref64` (None: there is none, and the fallback rule judges: tolerance.judge); the name
+    of the rule that judged is added to `rules` where given."""
     import torch
 
     if type(out) is not torch.Tensor:
@@ -65,22 +62,26 @@ def compare(out: Any, ref: Any) -> tuple[str | None, str, float]:
         return "shape_mismatch", f"shape {tuple(out.shape)} != {tuple(ref.shape)}", math.nan
     if out.dtype != ref.dtype:
         return "precision_downgrade", f"dtype {out.dtype} != {ref.dtype}", math.nan
-    tol = tolerance(ref.dtype)
-    if tol is None:
-        bad = int((out != ref).sum())
-        return (None if bad == 0 else "wrong_output"), f"{bad} elements differ", float(bad)
-    diff = (out.double() - ref.double()).abs()
-    finite = torch.isfinite(diff)
-    err = float(diff[finite].max()) if bool(finite.any()) else 0.0
-    if torch.allclose(out, ref, atol=tol[0], rtol=tol[1], equal_nan=True):
-        return None, f"max abs err {err:.3g}", err
-    if bool((torch.isnan(out) & ~torch.isnan(ref)).any()):
-        return "unwritten_output", "poisoned (NaN) elements in the output: not all of it was written", err
-    rel = float(torch.linalg.vector_norm((out.double() - ref.double()).nan_to_num())
-                / torch.linalg.vector_norm(ref.double().nan_to_num()).clamp(min=1e-30))
-    if ref.dtype == torch.float32 and 2e-4 <= rel <= 3e-2:
-        return "precision_downgrade", f"relative error {rel:.2e}: lower-precision arithmetic", err
-    return "wrong_output", f"max abs err {err:.3g}, relative L2 error {rel:.3g}", err
+    j = judge(out, ref, ref64)
+    if rules is not None:
+        rules.add(j.rule)
+    if j.ok:
+        return None, j.detail, j.max_err
+    return *_failure(out, ref, ref64, j), j.max_err
+
+
+def _failure(out: Any, ref: Any, ref64: Any, j: Judgement) -> tuple[str, str]:
+    """(reason, detail) of a failed judgement: NaN where neither reference has any is poison
+    showing through (class 2); a float32 error of lower-precision arithmetic is class 8."""
+    import torch
+
+    if j.failed == "nan":
+        nan = torch.isnan(out) & ~torch.isnan(ref)
+        if bool((nan & ~torch.isnan(ref64)).any() if j.rule == FP64 else nan.any()):
+            return "unwritten_output", f"{j.detail}: poisoned elements, not all of the output was written"
+    if lower_precision(j, ref.dtype):
+        return "precision_downgrade", f"{j.detail}: the error of lower-precision arithmetic"
+    return "wrong_output", j.detail
 
 
 def poison(like: Any) -> None:

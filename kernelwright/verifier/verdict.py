@@ -35,11 +35,15 @@ Reason codes (one per cheat class of docs/verification.md and per failure kind):
 | problem_input_independent | rejected | the problem itself does not depend on its input: cannot verify |
 | no_candidate | compile_error | `evaluate` only: no candidate file for this problem and sample |
 | no_gpu | not_verified | `evaluate` only: static checks and NVRTC passed; no GPU here, so never run |
+| timed_output_mismatch | rejected | class 10: a timed call's output is wrong although the correctness runs passed |
+| timing_inconsistent | rejected | class 10: the timer reads far below the judge's wall clock (a patched timer) |
 | malformed_report | runtime_error | the worker's report is not a verdict this judge writes (unknown keys, bad types) |
 
 A verdict records the judge that reached it (`judge_version`: bump `JUDGE_VERSION` whenever the
 protocol can change a verdict or a figure) and the correctness seeds it drew with (`seeds`), so
-it can be reproduced; figures are comparable only within one judge version. The worker's report
+it can be reproduced; figures are comparable only within one judge version. `tolerance_rule` names
+the rule(s) that judged correctness (`fp64_relative`, `fp32_allclose` or `exact`:
+kernelwright/verifier/tolerance.py), on the verdict and per shape. The worker's report
 is untrusted data: `parse_report` accepts exactly the fields written here, with their types, and
 raises `MalformedReport` otherwise, which the caller turns into a `malformed_report` verdict.
 
@@ -55,7 +59,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "2"
+JUDGE_VERSION = "3"
 
 STATUSES = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "not_verified")
 
@@ -89,6 +93,8 @@ REASON_STATUS: dict[str, str] = {
     "no_candidate": "compile_error",
     "no_gpu": "not_verified",
     "malformed_report": "runtime_error",
+    "timed_output_mismatch": "rejected",
+    "timing_inconsistent": "rejected",
 }
 
 
@@ -103,6 +109,8 @@ class ShapeResult:
     speedup: float | None = None
     roofline_share: float | None = None
     custom_kernel_time_share: float | None = None
+    tolerance_rule: str = ""  # the rule(s) that judged its draws, comma-separated (verifier/tolerance.py)
+    wall_runtime_ms: float | None = None  # the judge's wall-clock estimate of one call, beside runtime_ms
 
 
 @dataclass
@@ -124,6 +132,8 @@ class Verdict:
     warnings: list[str] = field(default_factory=list)  # one line each; they never change the status
     judge_version: str = ""  # the JUDGE_VERSION that reached it (set by the judge, not by the worker)
     seeds: list[int] = field(default_factory=list)  # correctness seeds drawn, per input distribution
+    timing_seed: int | None = None  # first seed of the timed calls' fresh inputs (drawn by the judge)
+    tolerance_rule: str = ""  # the rule(s) that judged correctness, comma-separated (verifier/tolerance.py)
 
     @classmethod
     def of(cls, reason: str, detail: str = "", **kw: Any) -> Verdict:

@@ -9,8 +9,8 @@ docs/verification.md; the reason codes are in `kernelwright.verifier.verdict`.
 
 This module holds the protocol (`verify`: correctness on every shape, then timing, then a recheck)
 and the entry point; its parts are in spec.py (the spec and progress files), isolation.py (no
-network, the build, imports), inputs.py (input draws and comparison), guard.py (the harness guard),
-timer.py, timing.py and profiling.py.
+network, the build, imports), inputs.py (input draws and comparison), tolerance.py (the tolerance
+rules and the float64 reference), guard.py (the harness guard), timer.py, timing.py and profiling.py.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernelwright.verifier.guard import HarnessGuard, held_models
+from kernelwright.verifier.guard import HarnessGuard, held_check_models
 from kernelwright.verifier.inputs import DISTRIBUTIONS, clone, compare, draw_check_inputs, draw_inputs, poison
 from kernelwright.verifier.isolation import (
     BUILD_PATHS,
@@ -39,6 +39,7 @@ from kernelwright.verifier.profiling import candidate_kernel_names, profiler_sta
 from kernelwright.verifier.spec import Progress, Spec
 from kernelwright.verifier.timer import Timer
 from kernelwright.verifier.timing import read_ref_cache, ref_cache_path, time_shape
+from kernelwright.verifier.tolerance import fp64_output
 from kernelwright.verifier.verdict import ShapeResult, Verdict
 
 # ---------------------------------------------------------------- correctness
@@ -66,39 +67,43 @@ def _run_candidate(new: Any, inputs: list[Any], timer: Timer, guard: HarnessGuar
 
 
 def check_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any], spec: Spec,
-                timer: Timer, guard: HarnessGuard) -> float:
-    """Correctness on one shape: every distribution x seed; returns the worst max abs error. The
-    reference model is held by the guard meanwhile (attributes, hooks, weights)."""
+                timer: Timer, guard: HarnessGuard) -> tuple[float, str]:
+    """Correctness on one shape: every distribution x seed; returns the worst max abs error and the
+    tolerance rule(s) that judged (comma-separated). The reference model and its float64 twin are
+    held by the guard meanwhile (attributes, hooks, weights)."""
     import torch
 
     refs: list[Any] = []
+    rules: set[str] = set()
     warm = draw_check_inputs(problem, shape, spec.seeds[0], DISTRIBUTIONS[0])  # the first draw's inputs
     # one instance of each for every draw: caches persist
-    with torch.no_grad(), held_models(problem, candidate, spec.seeds[0], guard, warm) as models:
-        worst = _check_draws(problem, shape, spec, (timer, guard), models, refs)
+    with torch.no_grad(), held_check_models(problem, candidate, spec.seeds[0], guard, warm) as models:
+        worst = _check_draws(problem, shape, spec, (timer, guard), models, (refs, rules))
     _check_problem_depends_on_input(refs)
-    return worst
+    return worst, ",".join(sorted(rules))
 
 
 def _check_draws(problem: ModuleType, shape: dict[str, Any], spec: Spec, harness: tuple[Timer, HarnessGuard],
-                 models: tuple[Any, Any], refs: list[Any]) -> float:
-    """Every distribution x seed; the reference outputs are appended to `refs`.
+                 models: tuple[Any, Any | None, Any], seen: tuple[list[Any], set[str]]) -> float:
+    """Every distribution x seed; the reference outputs are appended to `seen[0]`, the rules that
+    judged added to `seen[1]`.
 
     Order: distribution-major, so a failure right after a passing draw of the same distribution
     that repeats the previous output is result caching (class 6), and a failure on the first draw
     of a new distribution after the default one passed is an input-distribution cheat (class 3).
     """
-    (timer, guard), (ref_model, new_model) = harness, models
+    (timer, guard), (ref_model, ref64_model, new_model), (refs, rules) = harness, models, seen
     worst = 0.0
     previous: tuple[str, Any] | None = None
     for dist in DISTRIBUTIONS:
         for seed in spec.seeds:
             inputs = draw_check_inputs(problem, shape, seed, dist)
             expected = ref_model(*clone(inputs))
-            # candidate, (reference output kept alive), candidate again
+            expected64 = fp64_output(ref64_model, inputs)  # None: no float64 reference, the fallback rule
+            # candidate, (reference outputs kept alive), candidate again
             outs = [_run_candidate(new_model, clone(inputs), timer, guard, expected) for _ in range(2)]
             for out in outs:
-                reason, detail, err = compare(out, expected)
+                reason, detail, err = compare(out, expected, expected64, rules)
                 if reason is not None:
                     _raise_classified(reason, detail, out, dist, previous)
                 worst = max(worst, err) if err == err else worst
@@ -147,7 +152,8 @@ def _geomean(values: list[float | None]) -> float | None:
 
 
 def summarise(shapes: list[ShapeResult], compile_s: float) -> Verdict:
-    """Top-level figures are geometric means over shapes (speedup = ratio of the geomeans)."""
+    """Top-level figures are geometric means over shapes (speedup = ratio of the geomeans); the
+    tolerance rules are those of every shape."""
     runtime = _geomean([s.runtime_ms for s in shapes])
     ref = _geomean([s.ref_runtime_ms for s in shapes])
     shares = [s.custom_kernel_time_share for s in shapes if s.custom_kernel_time_share is not None]
@@ -158,6 +164,7 @@ def summarise(shapes: list[ShapeResult], compile_s: float) -> Verdict:
         speedup=(ref / runtime) if runtime and ref else None, per_shape=shapes,
         roofline_share=sum(roof) / len(roof) if roof else None,
         custom_kernel_time_share=min(shares) if shares else None,
+        tolerance_rule=",".join(sorted({r for s in shapes for r in s.tolerance_rule.split(",") if r})),
     )
 
 
@@ -194,17 +201,18 @@ def verify(spec: Spec, progress: Progress) -> Verdict:
     _warm_up(problem, shapes[0])
     threads = thread_count()
     progress.write(phase="correctness", compile_s=compile_s)
-    worst = [check_shape(problem, candidate, s, spec, timer, guard) for s in shapes]
+    checked = [check_shape(problem, candidate, s, spec, timer, guard) for s in shapes]
     if thread_count() > threads:
         raise Rejected("async_escape", f"the candidate started {thread_count() - threads} thread(s)")
-    results = [ShapeResult(shape=s, correct=True, max_abs_err=w) for s, w in zip(shapes, worst, strict=True)]
+    results = [ShapeResult(shape=s, correct=True, max_abs_err=w, tolerance_rule=rule)
+               for s, (w, rule) in zip(shapes, checked, strict=True)]
     if spec.timing:
         progress.write(phase="timing")
         names = candidate_kernel_names(Path(spec.candidate))
         results = [time_shape(problem, candidate, s, spec, (timer, guard), names, dtype, c, progress)
                    for s, c in zip(shapes, refs, strict=True)]
-        for r, w in zip(results, worst, strict=True):
-            r.max_abs_err = w
+        for r, (w, rule) in zip(results, checked, strict=True):
+            r.max_abs_err, r.tolerance_rule = w, rule
         low = [r for r in results if (r.custom_kernel_time_share or 0.0) < spec.min_custom_share]
         if low:
             raise Rejected("fallback_runtime", f"only {low[0].custom_kernel_time_share:.0%} of GPU time in the "

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from kernelwright.verifier import guard as guard_module
-from kernelwright.verifier import inputs, isolation, profiling, spec, timer, timing, worker
+from kernelwright.verifier import inputs, isolation, profiling, spec, timer, timing, tolerance, worker
 from kernelwright.verifier.guard import GUARDED_MODULES, HARNESS_MODULES, HarnessGuard, held_models
 from kernelwright.verifier.isolation import Rejected, import_file
 
@@ -77,7 +77,7 @@ def test_harness_function_and_timer_method(guard: HarnessGuard, restore: list) -
 # one function of each of the harness's own modules: what a candidate would replace there
 HARNESS_FUNCTIONS = [(worker, "check_shape"), (spec, "Progress"), (isolation, "import_file"), (inputs, "compare"),
                      (guard_module, "held_models"), (timer, "_cudart"), (timing, "median_ms"),
-                     (profiling, "custom_share")]
+                     (profiling, "custom_share"), (tolerance, "judge")]
 HARNESS_IDS = [mod.__name__.rsplit(".", 1)[-1] for mod, _ in HARNESS_FUNCTIONS]
 
 

@@ -23,12 +23,11 @@ import torch
 from triton.testing import do_bench
 
 from kernelwright.evaluation.candidates import suite_root
-from kernelwright.verifier.inputs import draw_inputs
 from kernelwright.verifier.isolation import import_file
 from kernelwright.verifier.problems import load_problems
 from kernelwright.verifier.spec import Spec
 from kernelwright.verifier.timer import Timer
-from kernelwright.verifier.timing import median_ms
+from kernelwright.verifier.timing import fresh_sets, median_ms
 
 
 def ops(shapes: str) -> list[tuple[str, Any, dict[str, Any]]]:
@@ -43,9 +42,9 @@ def ops(shapes: str) -> list[tuple[str, Any, dict[str, Any]]]:
 def measure(mod: Any, shape: dict[str, Any], timer: Timer, spec: Spec, flush: torch.Tensor) -> tuple[float, float]:
     torch.manual_seed(0)
     model = mod.Model(*mod.get_init_inputs()).cuda().eval()
-    sets = [draw_inputs(mod, shape, 7000 + i, "default") for i in range(3)]
+    sets = fresh_sets(mod, shape, spec, 7000)
     with torch.no_grad():
-        ours = median_ms(model, sets, timer, spec, flush)
+        ours = median_ms(model, sets, timer, spec, flush).median_ms
         theirs = do_bench(lambda: model(*sets[0]), warmup=25, rep=int(spec.timing_budget_s * 1000),
                           return_mode="median")
     return ours, float(theirs)

@@ -26,6 +26,7 @@ class Spec:
     candidate: str
     result: str
     seeds: tuple[int, ...] = (0, 1)
+    timing_seed: int = 7000  # first seed of the timed calls' fresh inputs (the judge draws it per run)
     timing: bool = True
     compile_baseline: bool = True
     min_trials: int = 10

@@ -1,6 +1,13 @@
 """Timing: the candidate, the reference and the torch.compile baseline, timed the same way.
 
-- `median_ms`: the median of a forward's trials on the `Timer` (timer.py), each after an L2 flush;
+- `median_ms`: the median of a forward's trials on the `Timer` (timer.py), each after an L2 flush
+  and each on inputs never used before (`fresh_sets`, drawn before the timing lock is taken);
+- `check_timed`: the outputs of the timed calls (every one, or a random subset where memory runs
+  short, picked after each call returns) compared with the reference on the same inputs, so a
+  candidate that does less work when it is timed is `timed_output_mismatch`;
+- `wall_check`: the wall clock of a synchronised batch of calls, less the per-call overhead of a
+  no-op through the same path, against the timer's median: a timer that reads far below what the
+  clock saw (a patched runtime) is `timing_inconsistent`;
 - the reference-timing cache (`ref_cache_path`, `RefCache`, `read_ref_cache`): reference figures
   kept per problem, shape, GPU and settings, read before the candidate is imported;
 - `time_shape`: one shape's figures (the timing lock held while timing), the profiler's share of
@@ -19,8 +26,8 @@ from typing import Any
 
 from kernelwright import atomic
 from kernelwright.verifier.guard import HarnessGuard, held_models
-from kernelwright.verifier.inputs import draw_inputs
-from kernelwright.verifier.isolation import exclusive
+from kernelwright.verifier.inputs import compare, draw_inputs
+from kernelwright.verifier.isolation import Rejected, exclusive
 from kernelwright.verifier.profiling import custom_share
 from kernelwright.verifier.spec import Progress, Spec
 from kernelwright.verifier.timer import Timer
@@ -29,24 +36,126 @@ from kernelwright.verifier.verdict import ShapeResult
 # ---------------------------------------------------------------- timing
 
 
-def median_ms(fn: Any, inputs_sets: list[list[Any]], timer: Timer, spec: Spec, flush: Any) -> float:
+TIMED_MEMORY_BYTES = 2 * 2**30  # device memory for the fresh timed inputs, and again for the kept outputs
+WARM_UP_CALLS = 3
+WALL_BATCH = 16  # calls per synchronised batch of the wall-clock check
+WALL_FACTOR = 4.0  # the clock may exceed the timer's median by this factor (launch gaps, jitter) ...
+WALL_FLOOR_MS = 0.05  # ... plus this much, before the timer is called inconsistent
+
+
+def _nbytes(values: list[Any]) -> int:
+    import torch
+
+    return sum(x.numel() * x.element_size() for x in values if isinstance(x, torch.Tensor))
+
+
+def fresh_sets(problem: ModuleType, shape: dict[str, Any], spec: Spec, seed: int) -> list[list[Any]]:
+    """Input sets for the timed calls, each used once: warm-ups, then up to `max_trials` trials, as
+    many as fit in TIMED_MEMORY_BYTES (never fewer than the warm-ups and `min_trials`)."""
+    first = _draw_on_device(problem, shape, seed)
+    fit = TIMED_MEMORY_BYTES // max(_nbytes(first), 1)
+    count = max(WARM_UP_CALLS + spec.min_trials, min(WARM_UP_CALLS + spec.max_trials, fit))
+    return [first] + [_draw_on_device(problem, shape, seed + i) for i in range(1, count)]
+
+
+def _draw_on_device(problem: ModuleType, shape: dict[str, Any], seed: int) -> list[Any]:
+    """`get_inputs` with the GPU as the default device (its random tensors drawn there: a hundred
+    draws cost milliseconds, not seconds); as written where that fails."""
+    import torch
+
+    try:
+        with torch.device("cuda"):
+            return draw_inputs(problem, shape, seed, "default")
+    except Exception:  # noqa: BLE001 - a problem whose get_inputs needs the CPU default
+        return draw_inputs(problem, shape, seed, "default")
+
+
+@dataclass
+class Timed:
+    """One forward's timing: the median (ms, the timer's), and the outputs kept for checking."""
+
+    median_ms: float
+    kept: list[tuple[int, Any]]  # (index into the input sets, the output of that timed call)
+
+
+def median_ms(fn: Any, inputs_sets: list[list[Any]], timer: Timer, spec: Spec, flush: Any,
+              keep: Any = None) -> Timed:
+    """`keep(i)`, asked after call `i` has returned and been timed, says whether to keep its output."""
     import torch
 
     stream = torch.cuda.current_stream().cuda_stream
-    for i in range(3):
-        fn(*inputs_sets[i % len(inputs_sets)])
+    for args in inputs_sets[:WARM_UP_CALLS]:
+        fn(*args)
     torch.cuda.synchronize()
     times: list[float] = []
+    kept: list[tuple[int, Any]] = []
     start = time.perf_counter()
-    while len(times) < spec.max_trials:
+    for i in range(WARM_UP_CALLS, len(inputs_sets)):
         flush.zero_()  # L2 flush, outside the timed region
-        args = inputs_sets[len(times) % len(inputs_sets)]
-        times.append(timer.time_ms(lambda a=args: fn(*a), stream))
+        out: list[Any] = []
+        times.append(timer.time_ms(lambda a=inputs_sets[i], o=out: o.append(fn(*a)), stream))
+        if keep is not None and keep(i):
+            kept.append((i, _detached(out[0])))
         if len(times) >= spec.min_trials and time.perf_counter() - start > spec.timing_budget_s:
             break
     times.sort()
     mid = len(times) // 2
-    return times[mid] if len(times) % 2 else 0.5 * (times[mid - 1] + times[mid])
+    return Timed(times[mid] if len(times) % 2 else 0.5 * (times[mid - 1] + times[mid]), kept)
+
+
+def _detached(out: Any) -> Any:
+    """A copy of a timed call's output, made after its timing (a non-tensor is kept as it is, and
+    judged by the comparison)."""
+    import torch
+
+    return out.clone() if type(out) is torch.Tensor else out
+
+
+def keeper(sets: list[list[Any]], seed: int) -> Any:
+    """Which timed outputs to keep: all of them where TIMED_MEMORY_BYTES holds them, else a random
+    share, drawn from a generator the candidate's calls do not advance."""
+    import random
+
+    share = min(1.0, TIMED_MEMORY_BYTES / max(_nbytes(sets[0]) * len(sets), 1))
+    rng = random.Random(seed)
+    return lambda _i: share >= 1.0 or rng.random() < max(share, 0.05)
+
+
+def check_timed(ref_model: Any, sets: list[list[Any]], kept: list[tuple[int, Any]]) -> None:
+    """The kept timed outputs against the reference on the same inputs (the correctness rule)."""
+    import torch
+
+    for i, out in kept:
+        expected = ref_model(*sets[i])
+        torch.cuda.synchronize()
+        reason, detail, _ = compare(out, expected)
+        if reason is not None:
+            raise Rejected("timed_output_mismatch", f"timed call {i - WARM_UP_CALLS + 1} ({reason}): {detail}; "
+                                                    "its correctness runs passed")
+
+
+def wall_check(fn: Any, sets: list[list[Any]], median: float) -> float:
+    """The judge's own estimate of one call (ms): the wall clock of a synchronised batch, less a
+    no-op's per-call cost through the same loop. Raises `timing_inconsistent` when the timer's
+    median is far below it. Returns the estimate."""
+    import torch
+
+    batch = sets[WARM_UP_CALLS:WARM_UP_CALLS + WALL_BATCH] or sets[:WALL_BATCH]
+
+    def per_call(f: Any) -> float:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for args in batch:
+            f(*args)
+        torch.cuda.synchronize()
+        return 1e3 * (time.perf_counter() - t0) / len(batch)
+
+    noop = min(per_call(lambda *_: None) for _ in range(3))
+    estimate = max(min(per_call(fn) for _ in range(2)) - noop, 0.0)
+    if estimate > WALL_FACTOR * median + WALL_FLOOR_MS:
+        raise Rejected("timing_inconsistent", f"the timer read {median:.4f} ms per call, the wall clock "
+                                              f"{estimate:.4f} ms (no-op cost {noop:.4f} ms subtracted)")
+    return estimate
 
 
 # ---------------------------------------------------------------- the reference-timing cache
@@ -104,30 +213,36 @@ def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any]
     import torch
 
     timer, guard = harness
-    sets = [draw_inputs(problem, shape, 7000 + i, "default") for i in range(3)]
+    sets = fresh_sets(problem, shape, spec, spec.timing_seed)
     flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
     with torch.no_grad(), held_models(problem, candidate, spec.seeds[0], guard, sets[0]) as (ref_model, new_model):
         phase = progress.write if progress is not None else (lambda **_: None)
         phase(phase="compile_baseline")
-        compiled_model = _compiled(ref_model, sets) if ref.figures is None and spec.compile_baseline else None
+        compiled_model = (_compiled(ref_model, sets[:WARM_UP_CALLS]) if ref.figures is None and spec.compile_baseline
+                          else None)
         phase(phase="timing_wait")
         with exclusive(spec.timing_lock):
             phase(phase="timing")
-            runtime = median_ms(new_model, sets, timer, spec, flush)
+            timed = median_ms(new_model, sets, timer, spec, flush, keeper(sets, spec.timing_seed))
+            wall_ms = wall_check(new_model, sets, timed.median_ms)
             if ref.figures is None:
-                ref_ms = median_ms(ref_model, sets, timer, spec, flush)
-                compiled_ms = (median_ms(compiled_model, sets, timer, spec, flush)
+                ref_ms = median_ms(ref_model, sets, timer, spec, flush).median_ms
+                compiled_ms = (median_ms(compiled_model, sets, timer, spec, flush).median_ms
                                if compiled_model is not None else None)  # OptimizedModule: bool() calls len()
                 _write_ref_cache(ref.path, ref_ms, compiled_ms)
             else:
                 ref_ms, compiled_ms = ref.figures
         # Outside the lock, like the correctness runs: its few forwards barely load the GPU.
+        phase(phase="check_timed")
+        check_timed(ref_model, sets, timed.kept)
         phase(phase="profile")
         share = custom_share(new_model, sets[0], names)
         guard.check()  # the timed forwards ran with the timer and the reference in reach
+    runtime = timed.median_ms
     return ShapeResult(shape=shape, correct=True, runtime_ms=runtime, ref_runtime_ms=ref_ms,
                        ref_compile_runtime_ms=compiled_ms, speedup=ref_ms / runtime if runtime > 0 else None,
-                       roofline_share=_roofline(problem, shape, dtype, runtime, spec), custom_kernel_time_share=share)
+                       roofline_share=_roofline(problem, shape, dtype, runtime, spec), custom_kernel_time_share=share,
+                       wall_runtime_ms=wall_ms)
 
 
 def _compiled(ref_model: Any, sets: list[list[Any]]) -> Any:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -205,7 +206,7 @@ def run_worker(spec: Spec, timeout_s: float, host_memory_gb: float = 0.0) -> Ver
         # the worker's own verdict carries its phases; a killed or dead worker's are in its last state
         phases = verdict.phase_s or state.get("phase_s", {})
         verdict.phase_s = {**_numbers(phases), "worker_wall": time.perf_counter() - started}
-        verdict.judge_version, verdict.seeds = JUDGE_VERSION, list(spec.seeds)
+        verdict.judge_version, verdict.seeds, verdict.timing_seed = JUDGE_VERSION, list(spec.seeds), spec.timing_seed
         return with_warnings(verdict, _candidate_warnings(spec.candidate))
 
 
@@ -250,7 +251,8 @@ def make_spec(cfg: VerifyConfig, lock: str | None = None, pch_lock: str | None =
                 memory_fraction=cfg.memory_fraction, build_cache=cfg.build_cache or _default_cache(),
                 timing_budget_s=cfg.timing_budget_s, ref_timing_cache=cfg.ref_timing_cache,
                 split_build=cfg.split_build, timing_lock=lock, pch_lock=pch_lock,
-                profiler_warm_up=cfg.profiler_warm_up, min_custom_share=cfg.min_custom_share)
+                profiler_warm_up=cfg.profiler_warm_up, min_custom_share=cfg.min_custom_share,
+                timing_seed=10_000 + secrets.randbelow(2**30))  # the candidate cannot know its timed inputs
 
 
 def verify_one(cfg: VerifyConfig) -> Verdict:

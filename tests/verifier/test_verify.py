@@ -109,6 +109,13 @@ def test_fixtures_give_their_verdicts_on_gpu(tmp_path: Path) -> None:
     warned = {n: v for n, v in zip(names, verdicts, strict=True) if "warning" in EXPECTED[n]}
     assert all(v.warnings == [EXPECTED[n]["warning"]] for n, v in warned.items()), warned
     assert all((v.custom_kernel_time_share or 0.0) >= 0.1 for v in warned.values() if v.correct), warned
+    by_name = dict(zip(names, verdicts, strict=True))
+    for n, spec in EXPECTED.items():  # a replay that is timed honestly is no faster than honest code
+        if "no_faster_than" in spec:
+            other = by_name[spec["no_faster_than"]["fixture"]]
+            assert by_name[n].speedup is not None and other.speedup is not None
+            assert by_name[n].speedup <= spec["no_faster_than"]["factor"] * other.speedup, (n, by_name[n].speedup,
+                                                                                          other.speedup)
     honest = {n: v.build for n, v in zip(names, verdicts, strict=True) if n.startswith("honest")}
     assert all(b == "split" for b in honest.values()), honest  # the split build is what ran, and was right
 

@@ -111,6 +111,7 @@ class ShapeResult:
     custom_kernel_time_share: float | None = None
     tolerance_rule: str = ""  # the rule(s) that judged its draws, comma-separated (verifier/tolerance.py)
     wall_runtime_ms: float | None = None  # the judge's wall-clock estimate of one call, beside runtime_ms
+    timing_disturbed: bool = False  # other work on the GPU disturbed every timing attempt of this shape
 
 
 @dataclass

@@ -158,8 +158,16 @@ def summarise(shapes: list[ShapeResult], compile_s: float) -> Verdict:
     ref = _geomean([s.ref_runtime_ms for s in shapes])
     shares = [s.custom_kernel_time_share for s in shapes if s.custom_kernel_time_share is not None]
     roof = [s.roofline_share for s in shapes if s.roofline_share is not None]
+    wall = _geomean([s.wall_runtime_ms for s in shapes])
+    speedup = (ref / runtime) if runtime and ref else None
+    warnings = ([f"speedup {speedup:.1f}x: the timer's {runtime:.4f} ms per call beside the judge's wall-clock "
+                 f"estimate of {wall:.4f} ms"] if speedup and speedup > 10 and wall is not None else [])
+    if any(s.timing_disturbed for s in shapes):
+        warnings.append("other work on the GPU disturbed every timing attempt of "
+                        f"{sum(s.timing_disturbed for s in shapes)} shape(s): those figures may read slow")
     return Verdict.of(
         "ok", "correct on every shape, seed and input distribution", compile_s=compile_s, runtime_ms=runtime,
+        warnings=warnings,
         ref_runtime_ms=ref, ref_compile_runtime_ms=_geomean([s.ref_compile_runtime_ms for s in shapes]),
         speedup=(ref / runtime) if runtime and ref else None, per_shape=shapes,
         roofline_share=sum(roof) / len(roof) if roof else None,

@@ -20,6 +20,7 @@ import builtins
 import contextlib
 import ctypes
 import sys
+import types
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +87,25 @@ def _dynamo_tags_modules(name: str, original: Any, now: Any) -> bool:
 _BUILTIN_NAMES = frozenset(n for n in vars(builtins) if not n.startswith("_"))
 
 
+def _code_of(value: Any) -> tuple[Any, ...]:
+    """What a held function runs: its code object and defaults (those of a staticmethod's or
+    classmethod's function, of a property's accessors), so that swapping `__code__` in place,
+    which keeps the function object and fools an identity check, is seen too. () for others."""
+    if isinstance(value, staticmethod | classmethod):
+        return _code_of(value.__func__)
+    if isinstance(value, property):
+        return tuple(part for f in (value.fget, value.fset, value.fdel) for part in _code_of(f))
+    code = getattr(value, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return ()
+    return (code, getattr(value, "__defaults__", None), getattr(value, "__kwdefaults__", None))
+
+
+def _same_code(held: tuple[Any, ...], value: Any) -> bool:
+    now = _code_of(value)
+    return len(now) == len(held) and all(a is b for a, b in zip(now, held, strict=True))
+
+
 @dataclass(frozen=True)
 class _ModuleHold:
     """A module's functions, classes and submodules, and the names it had."""
@@ -94,16 +114,19 @@ class _ModuleHold:
     mod: ModuleType
     entries: dict[str, Any]
     names: frozenset[str]
+    codes: dict[str, tuple[Any, ...]]
 
     @classmethod
     def of(cls, label: str, mod: ModuleType) -> _ModuleHold:
         held = {k: v for k, v in vars(mod).items() if _guardable(v) or isinstance(v, ModuleType)}
-        return cls(label, mod, held, frozenset(vars(mod)))
+        return cls(label, mod, held, frozenset(vars(mod)), {k: c for k, v in held.items() if (c := _code_of(v))})
 
     def changed(self) -> list[str]:
         now = vars(self.mod)
         out = [f"{self.label}.{k}" for k, v in self.entries.items()
                if now.get(k) is not v and not _torch_rebinds(k, v, now.get(k))]
+        out += [f"{self.label}.{k} (code replaced)" for k, c in self.codes.items()
+                if now.get(k) is self.entries[k] and not _same_code(c, self.entries[k])]
         return out + [f"{self.label}.{k} (shadows the builtin)" for k in (now.keys() & _BUILTIN_NAMES) - self.names]
 
 
@@ -238,17 +261,28 @@ class HarnessGuard:
 
         # Progress writes the verdict
         classes = (torch.Tensor, torch.cuda.Event, torch.cuda.Stream, ctypes.CDLL, Timer, HarnessGuard, Progress,
-                   Verdict, ShapeResult, Judgement, profile, EventList, FunctionEvent, Path, type(Path()))
+                   Verdict, ShapeResult, Judgement, profile, EventList, FunctionEvent, Path, type(Path()),
+                   _ModuleHold, _ModelHold, _Same)  # the holds themselves: `changed` returning [] would hide all
         self.held_classes = [(cls, _resolved(cls)) for cls in classes]
+        self.held_codes: list[tuple[str, Any, tuple[Any, ...]]] = []
+        self._hold_codes(self.held_classes)
         self.held_instances: list[tuple[str, Any, dict[str, Any]]] = []
         self.held_namespaces = [(cls, _own_callables(cls)) for cls in _nn_classes()]
+        self._hold_codes(self.held_namespaces)
         self.global_hooks = _global_module_hooks()
         self.held_models: list[_ModelHold] = []
 
+    def _hold_codes(self, classes: list[tuple[type, dict[str, Any]]]) -> None:
+        """The code of every function held in `classes` (a `__code__` swapped in place)."""
+        self.held_codes += [(f"{cls.__qualname__}.{k}", v, c) for cls, entries in classes
+                            for k, v in entries.items() if (c := _code_of(v))]
+
     def watch_module(self, mod: ModuleType, label: str) -> None:
         self.held_modules.append(_ModuleHold.of(label, mod))
-        own = [v for v in vars(mod).values() if isinstance(v, type) and v.__module__ == mod.__name__]
-        self.held_classes += [(cls, _resolved(cls)) for cls in own]
+        own = [(cls, _resolved(cls)) for cls in vars(mod).values()
+               if isinstance(cls, type) and cls.__module__ == mod.__name__]
+        self.held_classes += own
+        self._hold_codes(own)
 
     def watch_instance(self, instance: Any, label: str) -> None:
         self.held_instances.append((label, instance, dict(vars(instance))))
@@ -273,6 +307,7 @@ class HarnessGuard:
         for cls, entries in self.held_classes:
             out += [f"{cls.__qualname__}.{k}" for k, v in entries.items()
                     if (now := _lookup(cls, k)) is not v and not _dynamo_tags_modules(k, v, now)]
+        out += [f"{label} (code replaced)" for label, v, c in self.held_codes if not _same_code(c, v)]
         for label, inst, entries in self.held_instances:
             out += _identity_changes(label, vars(inst), entries)
         for cls, entries in self.held_namespaces:

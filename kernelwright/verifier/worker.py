@@ -45,11 +45,12 @@ from kernelwright.verifier.verdict import ShapeResult, Verdict
 # ---------------------------------------------------------------- correctness
 
 
-def _run_candidate(new: Any, inputs: list[Any], timer: Timer, guard: HarnessGuard, expected: Any) -> Any:
+def _run_candidate(new: Any, inputs: list[Any], timer: Timer, guard: HarnessGuard, like: Any) -> Any:
+    """One checked call. `like` (an empty tensor shaped as the output) sizes the poisoned memory."""
     import torch
 
     originals = clone(inputs)
-    poison(expected)
+    poison(like)
     out = new(*inputs)
     torch.cuda.current_stream().synchronize()
     snapshot = out.clone() if type(out) is torch.Tensor else out
@@ -98,10 +99,11 @@ def _check_draws(problem: ModuleType, shape: dict[str, Any], spec: Spec, harness
     for dist in DISTRIBUTIONS:
         for seed in spec.seeds:
             inputs = draw_check_inputs(problem, shape, seed, dist)
+            like = _output_like(ref_model, inputs)
+            # the candidate twice, with no expected output in memory to find and copy or overwrite
+            outs = [_run_candidate(new_model, clone(inputs), timer, guard, like) for _ in range(2)]
             expected = ref_model(*clone(inputs))
             expected64 = fp64_output(ref64_model, inputs)  # None: no float64 reference, the fallback rule
-            # candidate, (reference outputs kept alive), candidate again
-            outs = [_run_candidate(new_model, clone(inputs), timer, guard, expected) for _ in range(2)]
             for out in outs:
                 reason, detail, err = compare(out, expected, expected64, rules)
                 if reason is not None:
@@ -110,6 +112,18 @@ def _check_draws(problem: ModuleType, shape: dict[str, Any], spec: Spec, harness
             refs.append(expected)
             previous = (dist, outs[-1])
     return worst
+
+
+def _output_like(ref_model: Any, inputs: list[Any]) -> Any:
+    """An empty tensor shaped like the reference's output on `inputs`. The output itself is freed
+    before the candidate runs (the poisoned memory then overwrites its block, so an unwritten output
+    cannot show it through), and computed again after the candidate's calls."""
+    import torch
+
+    expected = ref_model(*clone(inputs))
+    like = torch.empty_like(expected) if type(expected) is torch.Tensor else torch.empty(0, device="cuda")
+    del expected
+    return like
 
 
 def _warm_up(problem: ModuleType, shape: dict[str, Any]) -> None:

@@ -36,7 +36,7 @@ import numpy as np
 import polars as pl
 
 from kernelwright import atomic
-from kernelwright.curation.stage import mark_sensitive
+from kernelwright.curation.sensitive import mark_sensitive
 from kernelwright.curation.weights import CusetParams, sample_weights, token_weights
 
 KINDS = ["barrier", "shared_decl", "thread_index", "global_access", "bounds_guard", "launch_config",

@@ -11,7 +11,7 @@ import pytest
 from kernelwright.code_norm import code_tokens
 from kernelwright.curation.filters import FilterReport, FilterSettings, run_filters
 from kernelwright.curation.ingest import ingest, parse_map
-from kernelwright.curation.stage import samples_of
+from kernelwright.curation.samples import samples_of
 from kernelwright.decontaminate import build_index, contaminated, matches
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.candidates import suite_root

@@ -11,44 +11,39 @@ Run again with the same output folder and it resumes from the last checkpoint in
 MLflow run (the run id is saved beside and into the checkpoints); when the tracking store does
 not hold that run (MLFLOW_TRACKING_URI changed), it warns and logs the resumed training to a new
 run. Under `accelerate launch` only the main process talks to MLflow.
+
+The curated data is read in `data`, the trainer built in `sft`, checkpoints and the run to resume
+into found in `resume`, the final model saved and registered in `final_model`.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import mlflow
-import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
-from datasets import Dataset
-from mlflow.exceptions import MlflowException
-from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
 from mlflow.tracking import MlflowClient
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
-from trl import SFTConfig
 
 from kernelwright import atomic
 from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
 from kernelwright.models import load_base_model, load_tokenizer, resolve_base_model
-from kernelwright.tracking import REGISTERED_MODEL, log_curated_dataset, set_alias, setup_tracking
-from kernelwright.training.cuset_trainer import (
-    WEIGHT_COLUMNS,
-    WEIGHTINGS,
-    CusetCollator,
-    CusetSFTTrainer,
-    checkpointing_args,
+from kernelwright.tracking import REGISTERED_MODEL, log_curated_dataset, setup_tracking
+from kernelwright.training.cuset_trainer import WEIGHTINGS
+from kernelwright.training.data import check_curated, drop_unlearnable, load_curated
+from kernelwright.training.final_model import register, save_final
+from kernelwright.training.launch import device, is_main_process, world_size
+from kernelwright.training.resume import (
+    RUN_ID_FILE,
+    ablation_configs,
+    last_complete_checkpoint,
+    output_dir_of,
+    resumable_run_id,
 )
+from kernelwright.training.sft import build_trainer
 from kernelwright.workdir import resolve_workdir
 
-log = logging.getLogger(__name__)
-RUN_ID_FILE = "mlflow_run_id.txt"
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
@@ -153,185 +148,9 @@ class TrainResult:
     train_runtime_s: float
 
 
-def check_curated(data_dir: Path) -> Path:
-    """`data_dir/data.parquet`, checked (from its schema alone) to hold what `kernelwright curate` writes."""
-    path = data_dir / "data.parquet"
-    if not path.is_file():
-        raise UsageError(f"{data_dir} holds no curated data (no data.parquet): make it with `kernelwright curate "
-                         f"--out {data_dir}`, or pass --data with a folder that curate wrote")
-    try:
-        columns = pq.read_schema(path).names
-    except (OSError, pa.ArrowException) as exc:
-        raise UsageError(f"{path} is not a Parquet file ({exc}): remake it with `kernelwright curate`") from None
-    missing = [c for c in ("input_ids", "labels", *WEIGHT_COLUMNS) if c not in columns]
-    if missing:
-        raise UsageError(f"{path} lacks column(s) {', '.join(missing)}: it was not written by `kernelwright curate`")
-    return path
-
-
-def load_curated(data_dir: Path) -> tuple[Dataset, dict[str, Any]]:
-    ds = Dataset.from_parquet(str(check_curated(data_dir)))
-    assert isinstance(ds, Dataset)
-    cuset_file = data_dir / "cuset.json"
-    cuset = json.loads(cuset_file.read_text()) if cuset_file.is_file() else {}
-    return ds.select_columns(["input_ids", "labels", *WEIGHT_COLUMNS]), cuset
-
-
-def last_complete_checkpoint(output_dir: Path) -> str | None:
-    """The newest checkpoint whose save finished (the Trainer writes trainer_state.json last).
-
-    A run killed while writing a checkpoint leaves a partial folder; resuming skips it.
-    """
-    found = [(int(p.name.rsplit("-", 1)[1]), p) for p in output_dir.glob("checkpoint-*")
-             if p.name.rsplit("-", 1)[1].isdigit() and (p / "trainer_state.json").is_file()]
-    return str(max(found)[1]) if found else None
-
-
-def drop_unlearnable(dataset: Dataset, max_length: int | None) -> Dataset:
-    """Drop samples whose completion lies wholly past `max_length` (they would train on nothing)."""
-    keep = dataset.filter(lambda e: any(label != -100 for label in e["labels"][:max_length]))
-    if len(keep) == 0:
-        raise UsageError(f"max_length={max_length} cuts off every completion: no sample has a token to learn from")
-    if len(keep) < len(dataset):
-        log.warning("max_length=%s cuts off the whole completion of %d of %d samples: dropped",
-                    max_length, len(dataset) - len(keep), len(dataset))
-    return keep
-
-
-def _peft_config(cfg: TrainConfig):
-    if not cfg.lora:
-        return None
-    from peft import LoraConfig
-
-    targets: str | list[str] = cfg.lora_target_modules
-    if targets != "all-linear":
-        targets = [t.strip() for t in cfg.lora_target_modules.split(",") if t.strip()]
-    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                      target_modules=targets, task_type="CAUSAL_LM")
-
-
-def _world_size() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def _is_main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-def _device() -> str:
-    """This process's device: under `accelerate launch`/`torchrun` each rank loads onto its own GPU."""
-    return f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}" if torch.cuda.is_available() else "cpu"
-
-
-def _sft_args(cfg: TrainConfig, output_dir: Path) -> SFTConfig:
-    on_gpu = torch.cuda.is_available()
-    bf16 = cfg.bf16 if cfg.bf16 is not None else on_gpu and torch.cuda.is_bf16_supported()
-    checkpointing = cfg.gradient_checkpointing if cfg.gradient_checkpointing is not None else on_gpu
-    return SFTConfig(
-        output_dir=str(output_dir),
-        max_steps=cfg.max_steps,
-        learning_rate=cfg.learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_steps=max(1, cfg.max_steps // 20),
-        per_device_train_batch_size=cfg.per_device_train_batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        max_grad_norm=cfg.max_grad_norm,
-        weight_decay=cfg.weight_decay,
-        logging_steps=cfg.logging_steps,
-        save_steps=cfg.save_steps,
-        save_total_limit=2,
-        seed=cfg.seed,
-        bf16=bf16,
-        fp16=False,
-        **checkpointing_args(checkpointing),
-        use_cpu=not on_gpu,
-        report_to=["mlflow"] if mlflow.active_run() is not None else [],
-        dataset_kwargs={"skip_prepare_dataset": True},
-        max_length=cfg.max_length,
-        dataloader_num_workers=0,
-        disable_tqdm=False,
-    )
-
-
-class RunIdInCheckpoints(TrainerCallback):
-    """Writes the MLflow run id into every checkpoint folder (a copied checkpoint still names its run)."""
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-
-    def on_save(self, args, state, control, **kwargs):
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        if state.is_world_process_zero and folder.is_dir():
-            atomic.write_text(folder / RUN_ID_FILE, self.run_id)
-
-
-def build_trainer(cfg: TrainConfig, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                  dataset: Dataset, output_dir: Path) -> CusetSFTTrainer:
-    collator = CusetCollator(pad_token_id=tokenizer.pad_token_id, weighting=cfg.weighting, max_length=cfg.max_length)
-    run = mlflow.active_run()
-    return CusetSFTTrainer(
-        callbacks=[RunIdInCheckpoints(run.info.run_id)] if run is not None else None,
-        model=model,
-        args=_sft_args(cfg, output_dir),
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        data_collator=collator,
-        peft_config=_peft_config(cfg),
-    )
-
-
-def _save_final(trainer: CusetSFTTrainer, cfg: TrainConfig, tokenizer: PreTrainedTokenizerBase, out: Path) -> Any:
-    """Write the final model to `out` atomically; return it (in memory) for registration, or, under a
-    multi-process launch, None (every rank takes part in gathering the sharded weights, the main one writes)."""
-    if _world_size() > 1:
-        partial = out.with_name(f".{out.name}.partial")
-        trainer.save_model(str(partial))  # gathers FSDP shards; writes on the main process only
-        trainer.accelerator.wait_for_everyone()
-        if _is_main_process():
-
-            def move(tmp: Path) -> None:
-                tmp.rmdir()
-                partial.rename(tmp)
-
-            atomic.write_dir(out, move)
-        return None
-    model = trainer.model
-    if cfg.lora and cfg.merge_lora:
-        model = model.merge_and_unload()  # type: ignore[operator]
-
-    def fill(tmp: Path) -> None:
-        model.save_pretrained(tmp)  # type: ignore[operator]
-        tokenizer.save_pretrained(tmp)
-
-    atomic.write_dir(out, fill)
-    return model
-
-
-def _register(cfg: TrainConfig, model: Any, tokenizer: PreTrainedTokenizerBase, base: Path, out: Path) -> str | None:
-    """Log the model to the active run and register it; the version gets tag `weighting` and alias `cfg.alias`."""
-    adapter_only = cfg.lora and not cfg.merge_lora
-    info = mlflow.transformers.log_model(  # type: ignore[attr-defined]
-        # a multi-process run left its model on disk only (sharded in memory)
-        transformers_model=str(out) if model is None else {"model": model, "tokenizer": tokenizer},
-        name="model",
-        task="text-generation",
-        registered_model_name=cfg.registered_model if cfg.register else None,
-        base_model_path=str(base) if adapter_only else None,
-        pip_requirements=["kernelwright", "torch", "transformers", "peft"],
-    )
-    version = getattr(info, "registered_model_version", None)
-    if not cfg.register or version is None:
-        return None
-    MlflowClient().set_model_version_tag(cfg.registered_model, str(version), "weighting", cfg.weighting)
-    mlflow.set_tag("kw.registered_version", str(version))
-    if cfg.alias:
-        set_alias(str(version), cfg.alias, cfg.registered_model)
-    return str(version)
-
-
 def check_args(cfg: TrainConfig) -> None:
     """What can be checked without a model or an MLflow store: run before either is touched."""
-    if _world_size() > 1 and cfg.lora:
+    if world_size() > 1 and cfg.lora:
         raise UsageError("LoRA runs in one process (a 7B model's LoRA fits on one H200): use --full under FSDP")
     check_curated(_data_dir(cfg))
 
@@ -343,12 +162,12 @@ def run_train(cfg: TrainConfig) -> TrainResult:
     check_args(cfg)
     workdir = resolve_workdir(cfg.workdir)
     data_dir = _data_dir(cfg)
-    output_dir = _output_dir(cfg)
+    output_dir = output_dir_of(cfg)
     dataset, cuset = load_curated(data_dir)
     dataset = drop_unlearnable(dataset, cfg.max_length)
     base = resolve_base_model(cfg.base_model, workdir)
     tokenizer = load_tokenizer(base)
-    model = load_base_model(base, dtype=DTYPES.get(cfg.model_dtype), device=_device())  # auto: its default
+    model = load_base_model(base, dtype=DTYPES.get(cfg.model_dtype), device=device())  # auto: its default
     output_dir.mkdir(parents=True, exist_ok=True)
     last = last_complete_checkpoint(output_dir)
     run = mlflow.active_run()
@@ -362,33 +181,22 @@ def run_train(cfg: TrainConfig) -> TrainResult:
     torch.manual_seed(cfg.seed)
     trainer = build_trainer(cfg, model, tokenizer, dataset, output_dir)
     result = trainer.train(resume_from_checkpoint=last)
-    final = _save_final(trainer, cfg, tokenizer, output_dir / "final")
-    version = _register(cfg, final, tokenizer, base, output_dir / "final") if run is not None else None
+    final = save_final(trainer, cfg, tokenizer, output_dir / "final")
+    version = register(cfg, final, tokenizer, base, output_dir / "final") if run is not None else None
     return TrainResult(model_dir=output_dir / "final", run_id=run.info.run_id if run else None,
                        registered_version=version, train_loss=float(result.training_loss),
                        train_runtime_s=float(result.metrics.get("train_runtime", 0.0)))
 
 
-def _output_dir(cfg: TrainConfig) -> Path:
-    return Path(cfg.output_dir) if cfg.output_dir else resolve_workdir(cfg.workdir) / "train"
-
-
 def _data_dir(cfg: TrainConfig) -> Path:
+    """The curated folder: --data, else <workdir>/curated."""
     return Path(cfg.data) if cfg.data else resolve_workdir(cfg.workdir) / "curated"
-
-
-def ablation_configs(cfg: TrainConfig) -> list[TrainConfig]:
-    """One config per listed weighting: same data, seed and steps, output in <output_dir>/<weighting>; only the
-    weighting equal to `cfg.weighting` keeps the alias (`candidate`)."""
-    out = _output_dir(cfg)
-    return [replace(cfg, weighting=mode, ablation=None, output_dir=str(out / mode),
-                    alias=cfg.alias if mode == cfg.weighting else None) for mode in cfg.ablation_modes]
 
 
 def _finished(child: TrainConfig, run_id: str | None) -> TrainResult | None:
     """The result of a weighting an earlier run of the same ablation (MLflow run `run_id`) already trained and
     registered."""
-    final = _output_dir(child) / "final"
+    final = output_dir_of(child) / "final"
     if run_id is None or not final.is_dir():
         return None
     run = MlflowClient().get_run(run_id)
@@ -410,7 +218,7 @@ def run_ablation(cfg: TrainConfig) -> list[TrainResult]:
     """
     parent = mlflow.active_run()
     if parent is not None:
-        atomic.write_text(_output_dir(cfg) / RUN_ID_FILE, parent.info.run_id)
+        atomic.write_text(output_dir_of(cfg) / RUN_ID_FILE, parent.info.run_id)
         mlflow.log_params(config_to_params(cfg, "kw."))
     results = []
     for child in ablation_configs(cfg):
@@ -430,46 +238,12 @@ def run_ablation(cfg: TrainConfig) -> list[TrainResult]:
     return results
 
 
-def resume_run_id(cfg: TrainConfig) -> str | None:
-    """The MLflow run a previous, interrupted `train` into the same output folder was logging to."""
-    output_dir = _output_dir(cfg)
-    f = output_dir / RUN_ID_FILE
-    if not f.is_file():
-        return None
-    children = [_output_dir(c) for c in ablation_configs(cfg)] if cfg.ablation else [output_dir]
-    if any(last_complete_checkpoint(d) is not None for d in children):
-        return f.read_text().strip() or None
-    return None
-
-
-def resumable_run_id(cfg: TrainConfig) -> str | None:
-    """`resume_run_id`, if the current tracking store holds that run; else None, with a warning: training still
-    resumes from the checkpoint (weights, optimizer, step), logged to a new run."""
-    run_id = resume_run_id(cfg)
-    if run_id is None or _store_has_run(run_id):
-        return run_id
-    log.warning("%s holds checkpoints of MLflow run %s, which the tracking store %s does not hold (was "
-                "MLFLOW_TRACKING_URI changed?): training resumes from the checkpoint, logged to a new run",
-                _output_dir(cfg), run_id, mlflow.get_tracking_uri())
-    return None
-
-
-def _store_has_run(run_id: str) -> bool:
-    """Whether the current tracking store holds run `run_id`, not deleted (a deleted run cannot be resumed)."""
-    try:
-        return MlflowClient().get_run(run_id).info.lifecycle_stage == "active"
-    except MlflowException as exc:
-        if exc.error_code == ErrorCode.Name(RESOURCE_DOES_NOT_EXIST):
-            return False
-        raise
-
-
 def train_command(cfg: TrainConfig) -> list[TrainResult]:
     """What `kernelwright train` runs: the arguments checked, then the work folder's MLflow store, one run
     (resumed when a previous run into the same output folder was killed and the store holds it), one weighting
     or an ablation. Other ranks of a multi-process launch train without MLflow."""
     check_args(cfg)
-    if not _is_main_process():
+    if not is_main_process():
         return run_ablation(cfg) if cfg.ablation else [run_train(cfg)]
     setup_tracking(resolve_workdir(cfg.workdir))
     run_id = resumable_run_id(cfg)

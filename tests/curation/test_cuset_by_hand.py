@@ -13,7 +13,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from kernelwright.curation.stage import mark_sensitive
+from kernelwright.curation.sensitive import mark_sensitive
 from kernelwright.curation.weights import CusetParams, sample_weights, token_weights
 
 PARAMS = CusetParams(tau_high=0.9, tau_low=0.5, region_gap=2, rho_max=0.5, alpha=2.0, lam=1.0, w_min=1.8, w_max=2.0)

@@ -13,7 +13,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from kernelwright.tracking import EXPERIMENT
-from kernelwright.training.stage import last_complete_checkpoint
+from kernelwright.training.resume import last_complete_checkpoint
 
 
 def _cli(*args: str) -> list[str]:

@@ -16,7 +16,9 @@ from kernelwright.cli import main
 from kernelwright.config import parse_config
 from kernelwright.errors import UsageError
 from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL
-from kernelwright.training.stage import RUN_ID_FILE, TrainConfig, _peft_config, run_train, train_command
+from kernelwright.training.resume import RUN_ID_FILE
+from kernelwright.training.sft import _peft_config
+from kernelwright.training.stage import TrainConfig, run_train, train_command
 
 CONFIGS = Path(__file__).resolve().parents[2] / "kernelwright" / "configs"
 CUSET = {"tau_high": 0.9, "tau_low": 0.5, "region_gap": 2, "rho_max": 0.5, "alpha": 1.0, "lambda": 1.0}
@@ -165,7 +167,7 @@ def test_checkpoint_of_a_run_in_another_store_resumes_into_a_new_run(curated: Pa
     out = tmp_path / "train"
     old_id = (out / "checkpoint-2" / RUN_ID_FILE).read_text()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", second)  # the checkpoint's run is in `first` only
-    with caplog.at_level(logging.WARNING, logger="kernelwright.training.stage"):
+    with caplog.at_level(logging.WARNING, logger="kernelwright.training.resume"):
         assert train(4) == 0
     assert f"{out} holds checkpoints of MLflow run {old_id}" in caplog.text
     [run] = _runs(second)

@@ -91,6 +91,14 @@ def _register(client: MlflowClient, name: str, source: Path) -> str:
     return str(client.create_model_version(name, str(source)).version)
 
 
+def _honest_generations(gen: Path) -> Path:
+    """The honest affine candidate as sample 0 of both fixture problems."""
+    for pid in ("affine", "relu_nonneg"):
+        (gen / "level1" / pid).mkdir(parents=True)
+        shutil.copy(FIXTURES / "candidates" / "honest_affine.py", gen / "level1" / pid / "sample_0.py")
+    return gen
+
+
 def _fake_gpu(speedups: dict[str, float], share: float = 1.0):
     """A verifier double: every candidate is correct with the speedup its folder name maps to, its own
     kernels taking `share` of the device time."""
@@ -106,10 +114,7 @@ def test_gate_moves_champion_only_on_improvement(suite: Path, tmp_path: Path,
     workdir = tmp_path / "kw"
     setup_tracking(workdir)
     client = MlflowClient()
-    gen = tmp_path / "gen1"
-    for pid in ("affine", "relu_nonneg"):
-        (gen / "level1" / pid).mkdir(parents=True)
-        shutil.copy(FIXTURES / "candidates" / "honest_affine.py", gen / "level1" / pid / "sample_0.py")
+    gen = _honest_generations(tmp_path / "gen1")
     monkeypatch.setattr(stage, "cuda_available", lambda: True)
     name = "kw-test-coder"
     versions = [_register(client, name, tmp_path) for _ in range(3)]
@@ -249,10 +254,7 @@ def test_the_gate_compares_own_kernel_figures_unless_told_otherwise(suite: Path,
     workdir = tmp_path / "kw"
     setup_tracking(workdir)
     client = MlflowClient()
-    gen = tmp_path / "gen_views"
-    for pid in ("affine", "relu_nonneg"):
-        (gen / "level1" / pid).mkdir(parents=True)
-        shutil.copy(FIXTURES / "candidates" / "honest_affine.py", gen / "level1" / pid / "sample_0.py")
+    gen = _honest_generations(tmp_path / "gen_views")
     monkeypatch.setattr(stage, "cuda_available", lambda: True)
     name = "kw-view-coder"
     versions = [_register(client, name, tmp_path) for _ in range(3)]
@@ -282,10 +284,7 @@ def test_the_kernelbench_view_gate_counts_partial_pytorch(suite: Path, tmp_path:
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     setup_tracking(tmp_path / "kw")
     client = MlflowClient()
-    gen = tmp_path / "gen_any"
-    for pid in ("affine", "relu_nonneg"):
-        (gen / "level1" / pid).mkdir(parents=True)
-        shutil.copy(FIXTURES / "candidates" / "honest_affine.py", gen / "level1" / pid / "sample_0.py")
+    gen = _honest_generations(tmp_path / "gen_any")
     monkeypatch.setattr(stage, "cuda_available", lambda: True)
     version = _register(client, "kw-any-coder", tmp_path)
     result = evaluate(EvaluateConfig(suite=str(suite), generations=str(gen), model=f"models:/kw-any-coder/{version}",

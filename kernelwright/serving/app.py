@@ -1,0 +1,78 @@
+"""`create_app(cfg)`: the Litestar application of `kernelwright serve`.
+
+The lifespan starts loading the model off the event loop and returns at once, so `/healthz`
+answers while the weights load and `/readyz` (and every /v1 route) answers 503 until they are
+in; a load that fails keeps `/readyz` at 503 with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from litestar import Litestar
+from litestar.datastructures import State
+from litestar.exceptions import HTTPException
+from litestar.openapi import OpenAPIConfig
+from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
+
+from kernelwright import __version__
+from kernelwright.serving.backend import ServingBackend
+from kernelwright.serving.config import ServeConfig
+from kernelwright.serving.limits import add_headers, http_error, server_error
+from kernelwright.serving.loading import Loader, default_loader
+from kernelwright.serving.routes import healthz, readyz, v1_router
+from kernelwright.serving.schemas import ModelInfo
+
+log = logging.getLogger(__name__)
+
+
+async def _load(state: State, loader: Loader) -> None:
+    try:
+        state.backend, state.model_info = await asyncio.to_thread(loader)
+        state.ready = True
+    except Exception as exc:  # the reason is kept for /readyz; the process stays up for health checks
+        state.load_error = str(exc) or type(exc).__name__
+        log.error("the model failed to load: %s", state.load_error)
+
+
+def _lifespan(loader: Loader | None):  # type: ignore[no-untyped-def]
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        task = asyncio.create_task(_load(app.state, loader)) if loader is not None else None
+        try:
+            yield
+        finally:
+            if task is not None and not task.done():
+                task.cancel()
+
+    return lifespan
+
+
+def _state(cfg: ServeConfig, backend: ServingBackend | None, info: ModelInfo | None) -> State:
+    return State({"cfg": cfg, "api_keys": cfg.keys(), "backend": backend, "ready": backend is not None,
+                  "model_info": info or ModelInfo(name=cfg.model), "load_error": None, "started": time.time()})
+
+
+def create_app(cfg: ServeConfig | None = None, backend: ServingBackend | None = None, *,
+               loader: Loader | None = None, model_info: ModelInfo | None = None) -> Litestar:
+    """The app; `backend` serves at once (tests), else `loader` (default: what cfg names) loads in the lifespan."""
+    cfg = cfg or ServeConfig()
+    if backend is None and loader is None:
+        loader = default_loader(cfg)
+    prometheus = PrometheusConfig(app_name="kernelwright", prefix="kernelwright_http", group_path=True,
+                                  exclude=["/metrics"])
+    return Litestar(
+        route_handlers=[v1_router(), healthz, readyz, PrometheusController],
+        lifespan=[_lifespan(loader if backend is None else None)],
+        state=_state(cfg, backend, model_info),
+        middleware=[prometheus.middleware],
+        before_send=[add_headers],
+        exception_handlers={HTTPException: http_error, Exception: server_error},
+        request_max_body_size=cfg.max_body_bytes,
+        openapi_config=OpenAPIConfig(title="kernelwright", version=__version__, path="/schema"),
+        debug=False,
+    )

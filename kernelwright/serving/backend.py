@@ -1,0 +1,93 @@
+"""What the server generates with: the `ServingBackend` protocol and the scripted test/demo backend.
+
+A backend takes prompts (chat messages, or a raw text prompt) and per-request sampling settings
+and answers completions with token counts; `stream` yields text deltas and then the whole
+`Completion`. The `hf` backend (hf.py) wraps a loaded transformers model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, Union
+
+from kernelwright.errors import UsageError
+
+Prompt = Union[list[dict[str, str]], str]  # noqa: UP007 (a runtime alias)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Per-request settings, honoured by every backend. temperature 0: greedy; seed None: unseeded."""
+
+    max_new_tokens: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str  # "stop" (end of sequence) or "length" (max_new_tokens reached)
+
+
+class ServingBackend(Protocol):
+    async def generate(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]: ...
+
+    def stream(self, prompt: Prompt, sampling: Sampling) -> AsyncIterator[str | Completion]: ...
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def prompt_text(prompt: Prompt) -> str:
+    return prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt)
+
+
+@dataclass
+class ScriptedBackend:
+    """Answers the texts of `texts` in order (cycling), whatever the prompt: for tests and demos.
+
+    Token counts are whitespace-separated words. Every prompt and sampling setting it is given is
+    kept in `prompts` and `samplings`, so tests can see what a request asked for.
+    """
+
+    texts: list[str]
+    prompts: list[Prompt] = field(default_factory=list)
+    samplings: list[Sampling] = field(default_factory=list)
+    _next: int = 0
+
+    @classmethod
+    def from_file(cls, path: Path) -> ScriptedBackend:
+        try:
+            texts = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UsageError(f"scripted backend file {path}: {exc}") from None
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            raise UsageError(f"scripted backend file {path} must hold a non-empty JSON list of strings")
+        return cls(list(texts))
+
+    def _answer(self, prompt: Prompt, sampling: Sampling) -> Completion:
+        self.prompts.append(prompt)
+        self.samplings.append(sampling)
+        text = self.texts[self._next % len(self.texts)]
+        self._next += 1
+        return Completion(text, _words(prompt_text(prompt)), _words(text), "stop")
+
+    async def generate(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
+        await asyncio.sleep(0)
+        return [self._answer(p, sampling) for p in prompts]
+
+    async def stream(self, prompt: Prompt, sampling: Sampling) -> AsyncIterator[str | Completion]:
+        done = self._answer(prompt, sampling)
+        for i in range(0, len(done.text), 64):
+            await asyncio.sleep(0)
+            yield done.text[i:i + 64]
+        yield done

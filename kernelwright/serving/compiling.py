@@ -1,0 +1,84 @@
+"""The compile check of generated code, through `kernelwright.cuda.compile_check`.
+
+This adapter only maps its `CompileResult` into the response types and runs it off the event
+loop. Where that module cannot be imported, every stage reports "unavailable" and nothing is
+marked ok: a candidate is ok only when the compile check says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import importlib
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kernelwright.cuda.spans import SpanResult, cuda_string_literals
+from kernelwright.serving.config import ServeConfig
+from kernelwright.serving.schemas import CompileInfo, StageInfo
+
+log = logging.getLogger(__name__)
+UNAVAILABLE = "the compile check is not available in this installation"
+
+
+def _module() -> Any | None:
+    try:
+        return importlib.import_module("kernelwright.cuda.compile_check")
+    except ImportError:
+        return None
+
+
+def cuda_sources_of(code: str) -> list[str]:
+    """The CUDA source strings of a Python candidate (when no compile check ran)."""
+    return [text for _, text in cuda_string_literals(code, SpanResult())]
+
+
+def _stage(stage: Any) -> StageInfo:
+    return StageInfo(status=str(stage.status), log=str(stage.log or ""), seconds=float(stage.seconds))  # type: ignore[arg-type]
+
+
+def unavailable(reason: str = UNAVAILABLE) -> tuple[CompileInfo, list[str]]:
+    stage = StageInfo(status="unavailable", log=reason, seconds=0.0)
+    return CompileInfo(ok=False, device=stage, host=stage), []
+
+
+def from_result(result: Any) -> tuple[CompileInfo, list[str]]:
+    """(compile info, CUDA sources) of one `CompileResult`."""
+    info = CompileInfo(ok=bool(result.ok), device=_stage(result.device), host=_stage(result.host))
+    return info, [str(s) for s in result.cuda_sources]
+
+
+def settings_for(module: Any, cfg: ServeConfig) -> Any:
+    """The compile check's settings from the server's config (fields it does not have are left out)."""
+    wanted: dict[str, Any] = {"host": cfg.compile_host, "timeout_s": cfg.compile_timeout_s,
+                              "workers": cfg.compile_workers}
+    if cfg.compile_cache_dir:
+        wanted["cache_dir"] = Path(cfg.compile_cache_dir)
+    cls = module.CompileCheckSettings
+    known = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+    return cls(**{k: v for k, v in wanted.items() if k in known})
+
+
+def check_sync(codes: Sequence[str], cfg: ServeConfig) -> list[tuple[CompileInfo, list[str]]]:
+    module = _module()
+    if module is None:
+        return [unavailable() for _ in codes]
+    settings = settings_for(module, cfg)
+    if hasattr(module, "check_many"):
+        results = module.check_many(list(codes), settings)
+    else:
+        results = [module.check_candidate(c, settings) for c in codes]
+    return [from_result(r) for r in results]
+
+
+async def check(codes: Sequence[str], cfg: ServeConfig) -> list[tuple[CompileInfo, list[str]]]:
+    """Compile-check each candidate's Python source in a worker thread."""
+    if not codes:
+        return []
+    try:
+        return await asyncio.to_thread(check_sync, list(codes), cfg)
+    except Exception as exc:  # a compile check that breaks must not break the request
+        log.exception("compile check failed")
+        return [unavailable(f"the compile check failed: {type(exc).__name__}") for _ in codes]

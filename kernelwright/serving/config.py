@@ -1,0 +1,73 @@
+"""`ServeConfig`: every knob of `kernelwright serve`, with its unit and its off-value."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+DEFAULT_MODEL = "models:/kernelwright-coder@champion"
+KEYS_ENV = "KERNELWRIGHT_API_KEYS"
+
+
+@dataclass
+class ServeConfig:
+    """Config of `kernelwright serve`."""
+
+    model: str = field(default=DEFAULT_MODEL, metadata={
+        "help": "Registry URI (models:/NAME@ALIAS, models:/NAME/VERSION) or a local HF checkpoint folder. "
+                "models:/NAME@champion falls back to @candidate when no champion is set."})
+    host: str = field(default="127.0.0.1", metadata={
+        "help": "Interface to listen on. Loopback by default; 0.0.0.0 exposes the server (set api_keys)."})
+    port: int = field(default=8000, metadata={"help": "TCP port."})
+    backend: str = field(default="hf", metadata={
+        "help": "Generation backend: hf (transformers generate on the loaded model) or scripted:FILE.json "
+                "(a test/demo backend answering the JSON list of texts in order, no model loaded)."})
+    api_keys: list[str] = field(default_factory=list, metadata={
+        "help": f"Bearer keys that /v1 routes accept; also read from ${KEYS_ENV} (comma-separated). "
+                "Empty (and no env): no authentication."})
+    max_body_bytes: int = field(default=1_000_000, metadata={
+        "help": "Largest request body, in bytes; larger bodies answer 413."})
+    max_queue: int = field(default=8, metadata={
+        "help": "Requests in flight on /v1 routes (generating or waiting); one more answers 503 with "
+                "Retry-After. 0: no limit."})
+    retry_after_s: int = field(default=2, metadata={"help": "Retry-After value sent with a 503, in seconds."})
+    max_n: int = field(default=8, metadata={"help": "Most candidates (choices) one request may ask for (1-8)."})
+    max_new_tokens: int = field(default=4096, metadata={
+        "help": "Most new tokens one completion may ask for (1-4096)."})
+    default_max_new_tokens: int = field(default=1024, metadata={
+        "help": "New tokens per completion when a request does not say."})
+    max_code_chars: int = field(default=100_000, metadata={
+        "help": "Longest reference_code, instruction, prompt or message text, in characters."})
+    compile_workers: int = field(default=2, metadata={"help": "Compiles run at once for one request (1 or more)."})
+    compile_host: bool = field(default=True, metadata={
+        "help": "Also run the host stage of the compile check (g++ syntax check against torch headers; the "
+                "first check builds a precompiled header, about a minute). False: device stage (NVRTC) only, "
+                "host status 'skipped'."})
+    compile_timeout_s: float = field(default=60.0, metadata={
+        "help": "Wall-clock (and CPU-time) limit per compile, in seconds. 0: no limit."})
+    compile_cache_dir: str | None = field(default=None, metadata={
+        "help": "Folder of the compile check's result cache and precompiled header. None: its default "
+                "(~/.cache/kernelwright/compile_check)."})
+    workdir: str | None = field(default=None, metadata={
+        "help": "Work folder whose MLflow store resolves models:/ URIs (MLFLOW_TRACKING_URI wins). "
+                "None: ./.kernelwright."})
+    log_level: str = field(default="info", metadata={"help": "uvicorn log level: debug, info, warning, error."})
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_n <= 8:
+            raise ValueError("max_n must be between 1 and 8")
+        if not 1 <= self.max_new_tokens <= 4096:
+            raise ValueError("max_new_tokens must be between 1 and 4096")
+        if not 1 <= self.default_max_new_tokens <= self.max_new_tokens:
+            raise ValueError("default_max_new_tokens must be between 1 and max_new_tokens")
+        if self.max_body_bytes < 1 or self.max_code_chars < 1:
+            raise ValueError("max_body_bytes and max_code_chars must be positive")
+        if self.max_queue < 0 or self.compile_workers < 1:
+            raise ValueError("max_queue must be 0 (no limit) or more, compile_workers 1 or more")
+        if self.backend != "hf" and not self.backend.startswith("scripted:"):
+            raise ValueError(f"backend must be hf or scripted:FILE.json, not {self.backend!r}")
+
+    def keys(self) -> frozenset[str]:
+        """The accepted API keys: the configured ones and those in the environment."""
+        env = [k.strip() for k in os.environ.get(KEYS_ENV, "").split(",")]
+        return frozenset(k for k in [*self.api_keys, *env] if k)

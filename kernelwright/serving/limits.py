@@ -1,0 +1,114 @@
+"""What stands in front of the handlers: API keys, readiness, the in-flight bound, request ids, errors.
+
+Errors answer JSON with Litestar's own keys (`status_code`, `detail`, `extra`) and an OpenAI-style
+`error` object; nothing a client sends yields a traceback, and keys are never logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import re
+import uuid
+from typing import Any
+
+from litestar import Request, Response
+from litestar.connection import ASGIConnection
+from litestar.exceptions import HTTPException, NotAuthorizedException, ServiceUnavailableException
+from litestar.handlers import BaseRouteHandler
+from litestar.middleware import ASGIMiddleware
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from kernelwright.serving import metrics
+
+log = logging.getLogger(__name__)
+REQUEST_ID = "x-request-id"
+MODEL_VERSION = "x-kernelwright-model-version"
+_SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+def auth_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    keys: frozenset[str] = connection.app.state.api_keys
+    if not keys:
+        return
+    scheme, _sep, token = connection.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not any(hmac.compare_digest(token.encode(), k.encode()) for k in keys):
+        raise NotAuthorizedException("a valid API key is needed: Authorization: Bearer <key>",
+                                     headers={"WWW-Authenticate": "Bearer"})
+
+
+def ready_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    state = connection.app.state
+    if not state.ready:
+        detail = f"the model failed to load: {state.load_error}" if state.load_error else "the model is loading"
+        raise ServiceUnavailableException(detail, headers={"Retry-After": str(state.cfg.retry_after_s)})
+
+
+class QueueMiddleware(ASGIMiddleware):
+    """At most `max_queue` requests in flight (streams included, until their last byte); 503 beyond."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
+        state = scope["app"].state
+        limit = state.cfg.max_queue
+        if limit and self.in_flight >= limit:
+            metrics.REJECTED.inc()
+            raise ServiceUnavailableException("too many requests in flight: retry later",
+                                              headers={"Retry-After": str(state.cfg.retry_after_s)})
+        self.in_flight += 1
+        metrics.QUEUE_DEPTH.inc()
+        try:
+            await next_app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+            metrics.QUEUE_DEPTH.dec()
+
+
+def request_id(scope: Scope) -> str:
+    """The client's X-Request-Id when it is a sane token, else a fresh one; the same for the whole request."""
+    state = scope.setdefault("state", {})  # type: ignore[typeddict-item]
+    if "request_id" not in state:
+        given = dict(scope.get("headers", [])).get(REQUEST_ID.encode(), b"").decode("latin-1")
+        state["request_id"] = given if _SAFE_ID.match(given) else uuid.uuid4().hex
+    return str(state["request_id"])
+
+
+async def add_headers(message: Message, scope: Scope) -> None:
+    """`before_send` hook: every response carries the request id and the served model version."""
+    if message["type"] != "http.response.start" or scope["type"] != "http":
+        return
+    state = scope["app"].state
+    version = (state.model_info.version or "local") if state.ready else "loading"
+    headers = list(message.get("headers", []))
+    headers += [(REQUEST_ID.encode(), request_id(scope).encode()), (MODEL_VERSION.encode(), str(version).encode())]
+    message["headers"] = headers
+
+
+def _param(extra: Any) -> str | None:
+    if isinstance(extra, list) and extra and isinstance(extra[0], dict):
+        return str(extra[0].get("key")) if extra[0].get("key") else None
+    return None
+
+
+def error_body(status: int, detail: str, extra: Any = None) -> dict[str, Any]:
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    body: dict[str, Any] = {"status_code": status, "detail": detail,
+                            "error": {"message": detail, "type": kind, "param": _param(extra), "code": status}}
+    if extra:
+        body["extra"] = extra
+    return body
+
+
+def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    detail = exc.detail
+    if exc.extra and isinstance(exc.extra, list) and _param(exc.extra):
+        detail = f"{detail}: {'; '.join(str(e.get('message')) for e in exc.extra if isinstance(e, dict))}"
+    return Response(error_body(exc.status_code, detail, exc.extra), status_code=exc.status_code,
+                    headers=exc.headers)
+
+
+def server_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    log.error("request %s %s failed: %s", request.method, request.url.path, type(exc).__name__, exc_info=exc)
+    return Response(error_body(500, "internal error: see the server log"), status_code=500)

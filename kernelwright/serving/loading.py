@@ -1,0 +1,89 @@
+"""Which model the server answers with, and loading it: registry alias or local folder.
+
+`models:/NAME@champion` falls back to `@candidate` when no champion is set; neither is a clear
+usage error. The resolved version, alias and training run id are what responses report.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from kernelwright.errors import UsageError
+from kernelwright.models import ModelRef, load_model, resolve_ref
+from kernelwright.serving.backend import ScriptedBackend, ServingBackend
+from kernelwright.serving.config import ServeConfig
+from kernelwright.serving.schemas import ModelInfo
+
+log = logging.getLogger(__name__)
+Loader = Callable[[], tuple[ServingBackend, ModelInfo]]
+FALLBACK = {"champion": "candidate"}
+
+
+def use_store(cfg: ServeConfig) -> None:
+    """Point MLflow at the work folder's store (MLFLOW_TRACKING_URI wins) for models:/ URIs."""
+    import mlflow
+
+    from kernelwright.workdir import resolve_workdir, tracking_uri
+
+    mlflow.set_tracking_uri(tracking_uri(resolve_workdir(cfg.workdir)))
+
+
+def _run_id(ref: ModelRef) -> str | None:
+    from mlflow.tracking import MlflowClient
+
+    try:
+        return MlflowClient().get_model_version(ref.name, ref.version).run_id or None
+    except Exception:  # the run id is informative only
+        return None
+
+
+def _resolve_alias(name: str, alias: str) -> tuple[ModelRef, str]:
+    try:
+        return resolve_ref(f"models:/{name}@{alias}"), alias
+    except UsageError:
+        if alias not in FALLBACK:
+            raise
+    fallback = FALLBACK[alias]
+    try:
+        ref = resolve_ref(f"models:/{name}@{fallback}")
+    except UsageError:
+        raise UsageError(f"{name} has neither a @{alias} nor a @{fallback} version in the MLflow registry: "
+                         "train and register one (kernelwright train), or pass --model PATH") from None
+    log.warning("%s has no @%s version: serving @%s (version %s)", name, alias, fallback, ref.version)
+    return ref, fallback
+
+
+def resolve_model(model: str) -> tuple[ModelRef, ModelInfo]:
+    """The model to load and what responses say about it."""
+    if not model.startswith("models:/"):
+        path = Path(model)
+        if not (path / "config.json").is_file():
+            raise UsageError(f"no model at {path}: pass --model PATH (a HF checkpoint folder) or models:/NAME@ALIAS")
+        return ModelRef(uri=model), ModelInfo(name=path.name or model)
+    name, sep, alias = model[len("models:/"):].partition("@")
+    if sep:
+        ref, used = _resolve_alias(name, alias)
+    else:
+        ref, used = resolve_ref(model), None
+    return ref, ModelInfo(name=ref.name or name, version=ref.version, alias=used, run_id=_run_id(ref))
+
+
+def default_loader(cfg: ServeConfig) -> Loader:
+    """What `cfg.backend` names, as a loader to run off the event loop."""
+    if cfg.backend.startswith("scripted:"):
+        path = Path(cfg.backend.removeprefix("scripted:"))
+        return lambda: (ScriptedBackend.from_file(path), ModelInfo(name="scripted", version="0"))
+
+    def load_hf() -> tuple[ServingBackend, ModelInfo]:
+        from kernelwright.serving.hf import HFServingBackend
+
+        if cfg.model.startswith("models:/"):
+            use_store(cfg)
+        ref, info = resolve_model(cfg.model)
+        model, tokenizer = load_model(ref)
+        log.info("loaded %s (version %s)", info.name, info.version)
+        return HFServingBackend(model, tokenizer), info
+
+    return load_hf

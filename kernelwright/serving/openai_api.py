@@ -1,0 +1,141 @@
+"""OpenAI-compatible chat completions and completions, with each choice's compile result.
+
+Non-streaming answers are one JSON object; `stream: true` answers Server-Sent Events: one
+`data:` chunk per text delta, a last chunk per choice carrying `finish_reason` and the extra
+`kernelwright` field, then `data: [DONE]`. Parameters this server cannot honour answer 400.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+
+from kernelwright.prompting import extract_code
+from kernelwright.serving import compiling, metrics
+from kernelwright.serving.backend import Completion, Prompt, Sampling, ServingBackend
+from kernelwright.serving.config import ServeConfig
+from kernelwright.serving.kernels import bad_field, check_limit
+from kernelwright.serving.schemas import (
+    ChatChoice,
+    ChatCompletion,
+    ChatCompletionRequest,
+    ChatMessage,
+    CompletionRequest,
+    KernelwrightExtra,
+    TextChoice,
+    TextCompletion,
+)
+
+OpenAIRequest = ChatCompletionRequest | CompletionRequest
+
+
+def _unsupported(req: OpenAIRequest) -> str | None:
+    checks = {"stop": req.stop is not None, "tools": bool(req.tools), "logprobs": bool(req.logprobs),
+              "response_format": req.response_format not in (None, {"type": "text"}),
+              "presence_penalty": req.presence_penalty != 0, "frequency_penalty": req.frequency_penalty != 0,
+              "logit_bias": bool(req.logit_bias)}
+    return next((name for name, bad in checks.items() if bad), None)
+
+
+def prompt_of(req: OpenAIRequest) -> Prompt:
+    if isinstance(req, ChatCompletionRequest):
+        return [{"role": m.role, "content": m.content} for m in req.messages]
+    return req.prompt
+
+
+def sampling_of(req: OpenAIRequest, cfg: ServeConfig) -> Sampling:
+    """The request's settings after the server's limits (a 400 naming the field otherwise)."""
+    if (name := _unsupported(req)) is not None:
+        raise bad_field(name, f"{name} is not supported by this server")
+    tokens = req.max_completion_tokens or req.max_tokens or cfg.default_max_new_tokens
+    check_limit("max_tokens", tokens, cfg.max_new_tokens, "tokens")
+    check_limit("n", req.n, cfg.max_n, "choices")
+    size = len(req.prompt) if isinstance(req, CompletionRequest) else sum(len(m.content) for m in req.messages)
+    check_limit("messages" if isinstance(req, ChatCompletionRequest) else "prompt", size, cfg.max_code_chars,
+                "characters")
+    return Sampling(tokens, req.temperature, req.top_p, req.seed)
+
+
+async def extras(texts: list[str], compile_check: bool, cfg: ServeConfig) -> list[KernelwrightExtra]:
+    codes = [extract_code(t) for t in texts]
+    if not compile_check:
+        return [KernelwrightExtra(c, compiling.cuda_sources_of(c), None) for c in codes]
+    checked = await compiling.check(codes, cfg)
+    metrics.record_compiles([info for info, _ in checked])
+    return [KernelwrightExtra(c, sources, info) for c, (info, sources) in zip(codes, checked, strict=True)]
+
+
+def _usage(done: list[Completion]) -> dict[str, int]:
+    prompt = done[0].prompt_tokens if done else 0
+    completion = sum(c.completion_tokens for c in done)
+    metrics.record_tokens(prompt, completion)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+async def complete(req: OpenAIRequest, backend: ServingBackend, cfg: ServeConfig,
+                   model_id: str) -> ChatCompletion | TextCompletion:
+    sampling = sampling_of(req, cfg)
+    done = await backend.generate([prompt_of(req)] * req.n, sampling)
+    more = await extras([c.text for c in done], req.compile_check, cfg)
+    created, usage = int(time.time()), _usage(done)
+    if isinstance(req, ChatCompletionRequest):
+        chat = [ChatChoice(i, ChatMessage("assistant", c.text), c.finish_reason, x)
+                for i, (c, x) in enumerate(zip(done, more, strict=True))]
+        return ChatCompletion(f"chatcmpl-{uuid.uuid4().hex}", created, model_id, chat, usage)
+    text = [TextChoice(i, c.text, c.finish_reason, x) for i, (c, x) in enumerate(zip(done, more, strict=True))]
+    return TextCompletion(f"cmpl-{uuid.uuid4().hex}", created, model_id, text, usage)
+
+
+class _Chunks:
+    """Builds the stream's chunks in the shape of the request's kind."""
+
+    def __init__(self, req: OpenAIRequest, model_id: str) -> None:
+        self.chat = isinstance(req, ChatCompletionRequest)
+        prefix = "chatcmpl" if self.chat else "cmpl"
+        self.head = {"id": f"{prefix}-{uuid.uuid4().hex}", "object": "chat.completion.chunk" if self.chat
+                     else "text_completion", "created": int(time.time()), "model": model_id}
+
+    def chunk(self, index: int, text: str | None, finish: str | None = None, extra: Any = None) -> str:
+        if self.chat:
+            choice: dict[str, Any] = {"index": index, "delta": {} if text is None else {"content": text}}
+        else:
+            choice = {"index": index, "text": text or "", "logprobs": None}
+        choice["finish_reason"] = finish
+        if extra is not None:
+            choice["kernelwright"] = extra
+        return msgspec.json.encode({**self.head, "choices": [choice]}).decode()
+
+    def first(self, index: int) -> str | None:
+        if not self.chat:
+            return None
+        body = {**self.head, "choices": [{"index": index, "delta": {"role": "assistant", "content": ""},
+                                          "finish_reason": None}]}
+        return msgspec.json.encode(body).decode()
+
+
+async def stream(req: OpenAIRequest, backend: ServingBackend, cfg: ServeConfig,
+                 model_id: str) -> AsyncIterator[str]:
+    """The SSE `data:` payloads of a streamed answer, choices one after another (validated first)."""
+    sampling = sampling_of(req, cfg)
+    chunks = _Chunks(req, model_id)
+
+    async def events() -> AsyncIterator[str]:
+        done: list[Completion] = []
+        for index in range(req.n):
+            if (first := chunks.first(index)) is not None:
+                yield first
+            async for piece in backend.stream(prompt_of(req), sampling):
+                if isinstance(piece, Completion):
+                    done.append(piece)
+                else:
+                    yield chunks.chunk(index, piece)
+            (extra,) = await extras([done[-1].text], req.compile_check, cfg)
+            yield chunks.chunk(index, None, done[-1].finish_reason, msgspec.to_builtins(extra))
+        _usage(done)
+        yield "[DONE]"
+
+    return events()

@@ -1,0 +1,160 @@
+"""Request and response bodies (msgspec Structs): the kernel API and the OpenAI-compatible one.
+
+Hard ceilings live in the types (a 400 naming the field); the configured limits, which may be
+lower, are checked by the services.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+N = Annotated[int, Meta(ge=1, le=8)]
+Tokens = Annotated[int, Meta(ge=1, le=4096)]
+Temperature = Annotated[float, Meta(ge=0.0, le=2.0)]
+Seed = Annotated[int, Meta(ge=0, le=2**63 - 1)]
+
+
+class StageInfo(msgspec.Struct):
+    status: Literal["ok", "failed", "unavailable", "skipped"]
+    log: str
+    seconds: float
+
+
+class CompileInfo(msgspec.Struct):
+    ok: bool
+    device: StageInfo
+    host: StageInfo
+
+
+class ModelInfo(msgspec.Struct):
+    name: str
+    version: str | None = None
+    alias: str | None = None
+    run_id: str | None = None
+
+
+class Usage(msgspec.Struct):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+# --- the kernel API --------------------------------------------------------------------------
+
+class GenerateRequest(msgspec.Struct, forbid_unknown_fields=True):
+    reference_code: str | None = None
+    instruction: str | None = None
+    n: N = 1
+    max_new_tokens: Tokens | None = None
+    temperature: Temperature = 0.0
+    seed: Seed | None = None
+    compile_check: bool = True
+    repair_attempts: Annotated[int, Meta(ge=0, le=3)] = 1
+    verify: bool = False
+
+
+class Candidate(msgspec.Struct):
+    code: str
+    cuda_sources: list[str]
+    compile: CompileInfo | None
+    repairs: int = 0  # how many times this candidate was regenerated with a compiler log
+
+
+class Timings(msgspec.Struct):
+    generate_s: float
+    compile_s: float
+
+
+class GenerateResponse(msgspec.Struct):
+    candidates: list[Candidate]
+    model: ModelInfo
+    usage: Usage
+    timings: Timings
+
+
+# --- OpenAI-compatible ------------------------------------------------------------------------
+
+class ChatMessage(msgspec.Struct):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class _OpenAIParams(msgspec.Struct, kw_only=True):
+    model: str | None = None
+    n: N = 1
+    max_tokens: Tokens | None = None
+    max_completion_tokens: Tokens | None = None
+    temperature: Temperature = 1.0
+    top_p: Annotated[float, Meta(gt=0.0, le=1.0)] = 1.0
+    seed: Seed | None = None
+    stream: bool = False
+    compile_check: bool = True  # kernelwright's extension: check the code of each choice
+    # accepted so that a client sending them gets a clear 400 rather than silence
+    stop: str | list[str] | None = None
+    tools: list[Any] | None = None
+    response_format: dict[str, Any] | None = None
+    logprobs: bool | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: dict[str, float] | None = None
+
+
+class ChatCompletionRequest(_OpenAIParams, kw_only=True):
+    messages: Annotated[list[ChatMessage], Meta(min_length=1, max_length=64)]
+
+
+class CompletionRequest(_OpenAIParams, kw_only=True):
+    prompt: str
+
+
+class KernelwrightExtra(msgspec.Struct):
+    code: str
+    cuda_sources: list[str]
+    compile: CompileInfo | None
+
+
+class ChatChoice(msgspec.Struct):
+    index: int
+    message: ChatMessage
+    finish_reason: str
+    kernelwright: KernelwrightExtra
+
+
+class TextChoice(msgspec.Struct):
+    index: int
+    text: str
+    finish_reason: str
+    kernelwright: KernelwrightExtra
+    logprobs: None = None
+
+
+class ChatCompletion(msgspec.Struct):
+    id: str
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: dict[str, int]
+    object: str = "chat.completion"
+
+
+class TextCompletion(msgspec.Struct):
+    id: str
+    created: int
+    model: str
+    choices: list[TextChoice]
+    usage: dict[str, int]
+    object: str = "text_completion"
+
+
+class ModelCard(msgspec.Struct):
+    id: str
+    created: int
+    owned_by: str = "kernelwright"
+    object: str = "model"
+
+
+class ModelList(msgspec.Struct):
+    data: list[ModelCard]
+    object: str = "list"

@@ -135,6 +135,14 @@ def _verify(argv: Sequence[str]) -> int:
     return exit_code(verdict)
 
 
+def _serve(argv: Sequence[str]) -> int:
+    from kernelwright.serve import run_serve
+    from kernelwright.serving.config import ServeConfig
+
+    cfg = parse_config(ServeConfig, argv, "kernelwright serve", "Serve the registered model over HTTP.")
+    return run_serve(cfg, announce=console.print)
+
+
 def _mlflow_server(argv: Sequence[str]) -> int:
     from kernelwright.workdir import artifact_root, resolve_workdir, tracking_uri
 
@@ -159,7 +167,7 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "train": (_train, "CuSeT-weighted SFT (TRL), logged and registered in MLflow"),
     "evaluate": (_evaluate, "generate for held-out problems and check the kernels"),
     "verify": (_verify, "verify one candidate against one problem (GPU; --static anywhere)"),
-    "serve": (_not_yet("serve"), "serve the registered model over HTTP"),
+    "serve": (_serve, "serve the registered model over HTTP (kernel + OpenAI-compatible API)"),
     "retrain": (_not_yet("retrain"), "the scheduled retraining job"),
     "mlflow-server": (_mlflow_server, "MLflow tracking + registry server over the work folder"),
 }

@@ -27,7 +27,12 @@ def use_store(cfg: ServeConfig) -> None:
 
     from kernelwright.workdir import resolve_workdir, tracking_uri
 
-    mlflow.set_tracking_uri(tracking_uri(resolve_workdir(cfg.workdir)))
+    uri = tracking_uri(resolve_workdir(cfg.workdir))
+    store = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+    if store is not None and not store.is_file():
+        raise UsageError(f"no MLflow store at {store} to resolve {cfg.model}: train and register a model first "
+                         "(kernelwright pipeline), or pass --model PATH")
+    mlflow.set_tracking_uri(uri)
 
 
 def _run_id(ref: ModelRef) -> str | None:

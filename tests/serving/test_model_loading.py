@@ -1,0 +1,86 @@
+"""A real tiny model loaded through the lifespan; alias fallback; the CLI's checks before serving."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from litestar.testing import TestClient
+
+from kernelwright.cli import main
+from kernelwright.config import build_parser
+from kernelwright.errors import UsageError
+from kernelwright.models import ModelRef
+from kernelwright.serve import preflight
+from kernelwright.serving import loading
+from kernelwright.serving.app import create_app
+from kernelwright.serving.config import ServeConfig
+
+
+def _ready(client: TestClient, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        r = client.get("/readyz")
+        if r.status_code == 200:
+            return
+        assert r.json()["status"] == "loading", r.text
+        time.sleep(0.05)
+    raise AssertionError("the model did not load")
+
+
+def test_a_tiny_model_loads_in_the_lifespan_and_generates(tiny_model_dir: Path) -> None:
+    cfg = ServeConfig(model=str(tiny_model_dir), default_max_new_tokens=8, compile_host=False)
+    body = {"instruction": "Write a ReLU kernel.", "n": 2, "temperature": 0.9, "seed": 5, "compile_check": False}
+    with TestClient(app=create_app(cfg)) as client:
+        _ready(client)
+        first = client.post("/v1/kernels/generate", json=body).json()
+        again = client.post("/v1/kernels/generate", json=body).json()
+        chat = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
+                                                          "max_tokens": 6, "temperature": 0, "stream": True})
+    assert first["model"]["name"] == tiny_model_dir.name and first["model"]["version"] is None
+    assert 0 < first["usage"]["completion_tokens"] <= 16 and first["usage"]["prompt_tokens"] > 0
+    assert [c["code"] for c in first["candidates"]] == [c["code"] for c in again["candidates"]]  # same seed
+    assert chat.status_code == 200 and chat.text.rstrip().endswith("data: [DONE]")
+
+
+def test_champion_falls_back_to_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+    def resolve(uri: str) -> ModelRef:
+        if uri.endswith("@candidate"):
+            return ModelRef("models:/kernelwright-coder/3", "kernelwright-coder", "3")
+        raise UsageError("no alias")
+
+    monkeypatch.setattr(loading, "resolve_ref", resolve)
+    monkeypatch.setattr(loading, "_run_id", lambda ref: "run-1")
+    ref, info = loading.resolve_model("models:/kernelwright-coder@champion")
+    assert ref.version == "3" and info.alias == "candidate" and info.run_id == "run-1"
+
+
+def test_neither_alias_is_a_clear_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def resolve(uri: str) -> ModelRef:
+        raise UsageError("no alias")
+
+    monkeypatch.setattr(loading, "resolve_ref", resolve)
+    with pytest.raises(UsageError, match="neither a @champion nor a @candidate"):
+        loading.resolve_model("models:/kernelwright-coder@champion")
+    with pytest.raises(UsageError, match="no alias"):
+        loading.resolve_model("models:/kernelwright-coder@staging")
+
+
+def test_serve_refuses_what_it_cannot_serve_with_exit_2(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert main(["serve", "--workdir", str(tmp_path)]) == 2
+    assert "no MLflow store" in capsys.readouterr().err
+    assert not (tmp_path / "mlflow.db").exists()
+    assert main(["serve", "--model", str(tmp_path / "nothing")]) == 2
+    assert main(["serve", "--backend", f"scripted:{tmp_path / 'none.json'}"]) == 2
+
+
+def test_preflight_names_the_scripted_backend(tmp_path: Path) -> None:
+    (tmp_path / "t.json").write_text('["a", "b"]')
+    assert preflight(ServeConfig(backend=f"scripted:{tmp_path / 't.json'}")).startswith("scripted backend (2 texts")
+
+
+def test_help_documents_the_scripted_backend_and_the_keys() -> None:
+    text = " ".join(build_parser(ServeConfig, "kernelwright serve").format_help().split())
+    assert "scripted:FILE.json" in text and "KERNELWRIGHT_API_KEYS" in text and "0: no limit" in text

@@ -104,7 +104,8 @@ def error_body(status: int, detail: str, extra: Any = None) -> dict[str, Any]:
 def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     detail = exc.detail
     if exc.extra and isinstance(exc.extra, list) and _param(exc.extra):
-        detail = f"{detail}: {'; '.join(str(e.get('message')) for e in exc.extra if isinstance(e, dict))}"
+        named = [f"{e.get('key')}: {e.get('message')}" for e in exc.extra if isinstance(e, dict)]
+        detail = detail if detail.startswith(named[0]) else f"{detail}: {'; '.join(named)}"
     return Response(error_body(exc.status_code, detail, exc.extra), status_code=exc.status_code,
                     headers=exc.headers)
 

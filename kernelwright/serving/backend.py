@@ -19,6 +19,10 @@ from kernelwright.errors import UsageError
 Prompt = Union[list[dict[str, str]], str]  # noqa: UP007 (a runtime alias)
 
 
+class PromptTooLong(ValueError):
+    """The prompt and the token budget do not fit the model's context: the client's to shorten (400)."""
+
+
 @dataclass(frozen=True)
 class Sampling:
     """Per-request settings, honoured by every backend. temperature 0: greedy; seed None: unseeded."""

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
 
-from kernelwright.serving.backend import Completion, Prompt, Sampling
+from kernelwright.serving.backend import Completion, Prompt, PromptTooLong, Sampling
 
 
 class _StopWhen(StoppingCriteria):
@@ -68,16 +68,23 @@ class HFServingBackend:
             return prompt
         return str(self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False))
 
-    def _encode(self, prompts: Sequence[Prompt]) -> Any:
+    def _encode(self, prompts: Sequence[Prompt], sampling: Sampling) -> Any:
+        """Left-padded input ids (on the worker thread: the tokenizer is shared)."""
         tok = self.tokenizer
         tok.padding_side = "left"
         texts = [self._text(p) for p in prompts]
-        return tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
+        context = getattr(self.model.config, "max_position_embeddings", None)
+        length = int(enc["input_ids"].shape[1])
+        if context and length + sampling.max_new_tokens > context:
+            raise PromptTooLong(f"the prompt ({length} tokens) and max_new_tokens ({sampling.max_new_tokens}) "
+                                f"exceed the model's context of {context} tokens")
+        return enc
 
     @torch.inference_mode()
     def _generate_sync(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
         tok = self.tokenizer
-        enc = self._encode(prompts)
+        enc = self._encode(prompts, sampling)
         _seed(sampling)
         out = self.model.generate(**enc, **_generation_kwargs(tok, sampling))
         start = enc["input_ids"].shape[1]
@@ -95,11 +102,13 @@ class HFServingBackend:
         return await loop.run_in_executor(self._pool, self._generate_sync, list(prompts), sampling)
 
     @torch.inference_mode()
-    def _stream_sync(self, enc: Any, sampling: Sampling, streamer: Any, stop: threading.Event,
+    def _stream_sync(self, prompt: Prompt, sampling: Sampling, streamer: Any, stop: threading.Event,
                      counts: list[int]) -> None:
         tok = self.tokenizer
-        _seed(sampling)
         try:
+            enc = self._encode([prompt], sampling)
+            counts.append(int(enc["attention_mask"].sum()))
+            _seed(sampling)
             out = self.model.generate(**enc, **_generation_kwargs(tok, sampling), streamer=streamer,
                                       stopping_criteria=StoppingCriteriaList([_StopWhen(stop)]))
             counts.append(_new_length(out[0, enc["input_ids"].shape[1]:].tolist(), tok.eos_token_id,
@@ -108,11 +117,10 @@ class HFServingBackend:
             streamer.end()
 
     async def stream(self, prompt: Prompt, sampling: Sampling) -> AsyncIterator[str | Completion]:
-        enc = self._encode([prompt])
         streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
         stop, counts, pieces = threading.Event(), list[int](), list[str]()
         loop = asyncio.get_running_loop()
-        job = loop.run_in_executor(self._pool, self._stream_sync, enc, sampling, streamer, stop, counts)
+        job = loop.run_in_executor(self._pool, self._stream_sync, prompt, sampling, streamer, stop, counts)
         try:
             while (piece := await asyncio.to_thread(next, streamer, None)) is not None:
                 if piece:
@@ -121,6 +129,6 @@ class HFServingBackend:
             await job
         finally:
             stop.set()
-        n = counts[0] if counts else 0
+        n_prompt, n = counts[0], counts[1]
         finish = "length" if n >= sampling.max_new_tokens else "stop"
-        yield Completion("".join(pieces), int(enc["attention_mask"].sum()), n, finish)
+        yield Completion("".join(pieces), n_prompt, n, finish)

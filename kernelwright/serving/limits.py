@@ -20,6 +20,7 @@ from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from kernelwright.serving import metrics
+from kernelwright.serving.backend import PromptTooLong
 
 log = logging.getLogger(__name__)
 REQUEST_ID = "x-request-id"
@@ -111,5 +112,8 @@ def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
 
 
 def server_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    if isinstance(exc, PromptTooLong):
+        extra = [{"key": "max_new_tokens", "message": str(exc), "source": "body"}]
+        return Response(error_body(400, str(exc), extra), status_code=400)
     log.error("request %s %s failed: %s", request.method, request.url.path, type(exc).__name__, exc_info=exc)
     return Response(error_body(500, "internal error: see the server log"), status_code=500)

@@ -7,6 +7,7 @@ Non-streaming answers are one JSON object; `stream: true` answers Server-Sent Ev
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -16,7 +17,7 @@ import msgspec
 
 from kernelwright.prompting import extract_code
 from kernelwright.serving import compiling, metrics
-from kernelwright.serving.backend import Completion, Prompt, Sampling, ServingBackend
+from kernelwright.serving.backend import Completion, Prompt, PromptTooLong, Sampling, ServingBackend
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.kernels import bad_field, check_limit
 from kernelwright.serving.schemas import (
@@ -31,6 +32,7 @@ from kernelwright.serving.schemas import (
 )
 
 OpenAIRequest = ChatCompletionRequest | CompletionRequest
+log = logging.getLogger(__name__)
 
 
 def _unsupported(req: OpenAIRequest) -> str | None:
@@ -124,18 +126,31 @@ async def stream(req: OpenAIRequest, backend: ServingBackend, cfg: ServeConfig,
     chunks = _Chunks(req, model_id)
 
     async def events() -> AsyncIterator[str]:
-        done: list[Completion] = []
-        for index in range(req.n):
-            if (first := chunks.first(index)) is not None:
-                yield first
-            async for piece in backend.stream(prompt_of(req), sampling):
-                if isinstance(piece, Completion):
-                    done.append(piece)
-                else:
-                    yield chunks.chunk(index, piece)
-            (extra,) = await extras([done[-1].text], req.compile_check, cfg)
-            yield chunks.chunk(index, None, done[-1].finish_reason, msgspec.to_builtins(extra))
-        _usage(done)
-        yield "[DONE]"
+        try:
+            async for event in _events(req, backend, cfg, sampling, chunks):
+                yield event
+        except Exception as exc:  # the status line is sent: the error goes in the stream, OpenAI-style
+            if not isinstance(exc, PromptTooLong):
+                log.error("stream failed: %s", type(exc).__name__, exc_info=exc)
+            message = str(exc) if isinstance(exc, PromptTooLong) else "internal error: see the server log"
+            yield msgspec.json.encode({"error": {"message": message, "type": "invalid_request_error"
+                                                 if isinstance(exc, PromptTooLong) else "server_error"}}).decode()
 
     return events()
+
+
+async def _events(req: OpenAIRequest, backend: ServingBackend, cfg: ServeConfig, sampling: Sampling,
+                  chunks: _Chunks) -> AsyncIterator[str]:
+    done: list[Completion] = []
+    for index in range(req.n):
+        if (first := chunks.first(index)) is not None:
+            yield first
+        async for piece in backend.stream(prompt_of(req), sampling):
+            if isinstance(piece, Completion):
+                done.append(piece)
+            else:
+                yield chunks.chunk(index, piece)
+        (extra,) = await extras([done[-1].text], req.compile_check, cfg)
+        yield chunks.chunk(index, None, done[-1].finish_reason, msgspec.to_builtins(extra))
+    _usage(done)
+    yield "[DONE]"

@@ -44,6 +44,19 @@ def test_a_tiny_model_loads_in_the_lifespan_and_generates(tiny_model_dir: Path) 
     assert chat.status_code == 200 and chat.text.rstrip().endswith("data: [DONE]")
 
 
+def test_a_prompt_over_the_context_is_a_400_not_a_500(tiny_model_dir: Path) -> None:
+    cfg = ServeConfig(model=str(tiny_model_dir), compile_host=False)
+    long = {"instruction": "kernel " * 3000, "max_new_tokens": 4096, "compile_check": False}
+    chat = {"messages": [{"role": "user", "content": "kernel " * 3000}], "max_tokens": 4096, "stream": True}
+    with TestClient(app=create_app(cfg)) as client:
+        _ready(client)
+        plain = client.post("/v1/kernels/generate", json=long)
+        streamed = client.post("/v1/chat/completions", json=chat)
+    assert plain.status_code == 400 and "context" in plain.json()["detail"]
+    assert plain.json()["error"]["param"] == "max_new_tokens"
+    assert '"error"' in streamed.text and "context" in streamed.text
+
+
 def test_champion_falls_back_to_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
     def resolve(uri: str) -> ModelRef:
         if uri.endswith("@candidate"):

@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import importlib
 import logging
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,9 @@ from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.schemas import CompileInfo, StageInfo
 
 log = logging.getLogger(__name__)
+# one request's candidates are checked at a time (each check runs compile_workers compiles), so the
+# compilers' CPU and memory stay bounded whatever the number of requests in flight
+_ONE_AT_A_TIME = threading.Lock()
 UNAVAILABLE = "the compile check is not available in this installation"
 
 
@@ -66,10 +70,11 @@ def check_sync(codes: Sequence[str], cfg: ServeConfig) -> list[tuple[CompileInfo
     if module is None:
         return [unavailable() for _ in codes]
     settings = settings_for(module, cfg)
-    if hasattr(module, "check_many"):
-        results = module.check_many(list(codes), settings)
-    else:
-        results = [module.check_candidate(c, settings) for c in codes]
+    with _ONE_AT_A_TIME:
+        if hasattr(module, "check_many"):
+            results = module.check_many(list(codes), settings)
+        else:
+            results = [module.check_candidate(c, settings) for c in codes]
     return [from_result(r) for r in results]
 
 

@@ -48,7 +48,7 @@ def test_missing_config_file_is_a_usage_error(tmp_path: Path) -> None:
         parse_config(TrainConfig, ["--config", str(tmp_path / "nope.yaml")], "t")
 
 
-@pytest.mark.parametrize("command", ["serve", "retrain"])
+@pytest.mark.parametrize("command", ["retrain"])
 def test_unavailable_stages_say_so_and_exit_2(command: str, capsys) -> None:
     assert main([command]) == 2
     err = " ".join(capsys.readouterr().err.split())

@@ -1,0 +1,164 @@
+"""The C++/CUDA sources a KernelBench-format candidate passes to `load_inline`, read without running it.
+
+A compile check answers untrusted code, so the candidate's Python is never executed (unlike
+`split_build.capture_load_inline`). Each `load_inline(...)` call is read from the AST, and its
+`cpp_sources`, `cuda_sources` and `functions` arguments are resolved statically: string literals,
+names bound to one at any level of the file (the last binding wins), `+` concatenation, lists and
+tuples of those, and f-strings whose fields are such constants (`f"#define TILE {TILE}"`).
+
+When no call can be resolved, the string literals holding `__global__` / `__device__` code stand
+in as the CUDA sources (`Build.resolved` is False), so the device code is still checked.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from kernelwright.cuda.spans import SpanResult, cuda_string_literals
+
+_UNRESOLVED = object()
+
+
+@dataclass
+class Build:
+    """One `load_inline` call: its sources as load_inline receives them."""
+
+    cpp: list[str] = field(default_factory=list)
+    cuda: list[str] = field(default_factory=list)
+    functions: list[str] | None = None  # names bound by load_inline's generated module; None: none
+    resolved: bool = True  # False: sources found by the literal scan, not from a load_inline call
+
+
+@dataclass
+class CandidateSources:
+    builds: list[Build] = field(default_factory=list)
+    problem: str | None = None  # why nothing could be checked (Python syntax error, no CUDA source)
+
+    @property
+    def cuda(self) -> list[str]:
+        return [s for b in self.builds for s in b.cuda]
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ""
+
+
+def _bindings(tree: ast.Module) -> dict[str, ast.expr]:
+    """name -> the expression last assigned to it (plain `name = ...` / `name: T = ...` anywhere)."""
+    found: dict[str, tuple[int, ast.expr]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        for t in targets:
+            if isinstance(t, ast.Name):
+                pos = (node.lineno << 16) + node.col_offset
+                if t.id not in found or found[t.id][0] < pos:
+                    found[t.id] = (pos, value)
+    return {name: v for name, (_, v) in found.items()}
+
+
+class _Resolver:
+    def __init__(self, bindings: dict[str, ast.expr]) -> None:
+        self.bindings = bindings
+        self.active: set[str] = set()  # names being resolved (a = a + "x" must not loop)
+
+    def value(self, node: ast.expr) -> object:
+        """The constant value of `node` (str, int, float, or a list of those), or _UNRESOLVED."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str | int | float):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in self.bindings and node.id not in self.active:
+            self.active.add(node.id)
+            try:
+                return self.value(self.bindings[node.id])
+            finally:
+                self.active.discard(node.id)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.value(node.left), self.value(node.right)
+            if isinstance(left, str) and isinstance(right, str):
+                return left + right
+            if isinstance(left, list) and isinstance(right, list):
+                return left + right
+            return _UNRESOLVED
+        if isinstance(node, ast.List | ast.Tuple):
+            items = [self.value(e) for e in node.elts]
+            return items if all(isinstance(i, str) for i in items) else _UNRESOLVED
+        if isinstance(node, ast.JoinedStr):
+            return self._fstring(node)
+        return _UNRESOLVED
+
+    def _fstring(self, node: ast.JoinedStr) -> object:
+        parts: list[str] = []
+        for v in node.values:
+            if isinstance(v, ast.Constant) and isinstance(v.value, str):
+                parts.append(v.value)
+                continue
+            if not isinstance(v, ast.FormattedValue) or v.conversion != -1 or v.format_spec is not None:
+                return _UNRESOLVED
+            inner = self.value(v.value)
+            if not isinstance(inner, str | int | float):
+                return _UNRESOLVED
+            parts.append(str(inner))
+        return "".join(parts)
+
+    def strings(self, node: ast.expr | None) -> list[str] | None:
+        """A str-or-list-of-str argument as a list; [] when absent, None when not resolvable."""
+        if node is None or (isinstance(node, ast.Constant) and node.value is None):
+            return []
+        got = self.value(node)
+        if isinstance(got, str):
+            return [got]
+        if isinstance(got, list):
+            return [str(s) for s in got]
+        return None
+
+
+def _argument(call: ast.Call, keyword: str, position: int) -> ast.expr | None:
+    for k in call.keywords:
+        if k.arg == keyword:
+            return k.value
+    return call.args[position] if len(call.args) > position else None
+
+
+def _functions(resolver: _Resolver, node: ast.expr | None) -> list[str] | None:
+    if isinstance(node, ast.Dict):
+        keys = [resolver.value(k) for k in node.keys if k is not None]
+        return [k for k in keys if isinstance(k, str)]
+    got = resolver.strings(node)
+    return got if got else None
+
+
+def _build(call: ast.Call, resolver: _Resolver) -> Build | None:
+    cpp = resolver.strings(_argument(call, "cpp_sources", 1))
+    cuda = resolver.strings(_argument(call, "cuda_sources", 2))
+    if cpp is None or cuda is None or not (cpp or cuda):
+        return None
+    return Build(cpp=cpp, cuda=cuda, functions=_functions(resolver, _argument(call, "functions", 3)))
+
+
+def candidate_sources(py_source: str) -> CandidateSources:
+    """Every `load_inline` build of a candidate file, its sources resolved without running it."""
+    try:
+        tree = ast.parse(py_source)
+    except SyntaxError as exc:
+        return CandidateSources(problem=f"python_syntax: line {exc.lineno}: {exc.msg}")
+    resolver = _Resolver(_bindings(tree))
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _dotted(n.func).endswith("load_inline")]
+    builds = [b for b in (_build(c, resolver) for c in calls) if b is not None]
+    if builds and len(builds) == len(calls):
+        return CandidateSources(builds=builds)
+    literals = [text for _, text in cuda_string_literals(py_source, SpanResult())]
+    if literals:
+        return CandidateSources(builds=[Build(cuda=literals, resolved=False)])
+    if builds:
+        return CandidateSources(builds=builds)
+    return CandidateSources(problem="no_cuda_source: no load_inline call with resolvable sources, "
+                                    "and no string literal holding __global__ or __device__ code")

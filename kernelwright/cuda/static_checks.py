@@ -183,7 +183,18 @@ def _run_time_nodes(cls: ast.ClassDef):
         yield from ast.walk(item)
 
 
-def _check_model_new(cls: ast.ClassDef, report: StaticReport) -> None:
+def _built_names(tree: ast.Module) -> frozenset[str]:
+    """Names bound to what a build call returns (`_ext = load_inline(...)`, `self.ext = load(...)`):
+    their methods are the candidate's own functions, whatever they are called (`_ext.relu`)."""
+    builds = {id(b) for b in _build_calls(tree)}
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and id(node.value) in builds:
+            names.update(_dotted(t) for t in node.targets)
+    return frozenset(n for n in names if n)
+
+
+def _check_model_new(cls: ast.ClassDef, report: StaticReport, built: frozenset[str] = frozenset()) -> None:
     for node in _run_time_nodes(cls):
         if isinstance(node, ast.Try):
             report.flag("fallback_try_except", f"line {node.lineno}: try/except in ModelNew")
@@ -194,7 +205,7 @@ def _check_model_new(cls: ast.ClassDef, report: StaticReport) -> None:
         if head in TORCH_NAMESPACES or head.startswith(("torch.", "F.", "nn.functional")):
             if attr not in ALLOWED_TORCH and not attr[:1].isupper():
                 report.flag("fallback_torch_op", f"line {node.lineno}: calls {name}")
-        elif head and attr in COMPUTE_METHODS:
+        elif head and attr in COMPUTE_METHODS and head not in built:
             report.flag("fallback_torch_op", f"line {node.lineno}: calls .{attr}()")
 
 
@@ -230,7 +241,7 @@ def check_source(source: str, require_call: bool = False) -> StaticReport:
     if not classes:
         report.flag("no_model_new", "no class ModelNew")
     for cls in classes:
-        _check_model_new(cls, report)
+        _check_model_new(cls, report, _built_names(tree))
     if require_call:
         _check_called(tree, report)
     return report

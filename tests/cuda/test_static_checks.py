@@ -38,3 +38,23 @@ def test_missing_kernel_and_model_new() -> None:
     assert "no_kernel" in check_source("class ModelNew:\n    pass\n").reasons
     assert "no_model_new" in check_source(GOOD.replace("ModelNew", "Other")).reasons
     assert check_source("def f(:\n").reasons == ["syntax_error"]
+
+
+def test_an_extension_function_named_like_a_tensor_method_is_the_candidates_own() -> None:
+    source = '''
+import torch
+from torch.utils.cpp_extension import load_inline
+cuda = r"""
+__global__ void relu_kernel(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] = x[i] > 0 ? x[i] : 0; }
+torch::Tensor relu(torch::Tensor x) { relu_kernel<<<1, 256>>>(x.data_ptr<float>(), x.numel()); return x; }
+"""
+_ext = load_inline(name="r", cpp_sources="torch::Tensor relu(torch::Tensor x);", cuda_sources=cuda, functions=["relu"])
+class ModelNew(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ext = _ext
+    def forward(self, x):
+        return _ext.relu(x)
+'''
+    assert "fallback_torch_op" not in check_source(source).reasons
+    assert "fallback_torch_op" in check_source(source.replace("_ext.relu(x)", "x.relu()")).reasons

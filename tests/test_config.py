@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelwright import __version__
 from kernelwright.cli import main
 from kernelwright.config import parse_config
 from kernelwright.errors import UsageError
@@ -52,7 +53,8 @@ def test_missing_config_file_is_a_usage_error(tmp_path: Path) -> None:
 def test_unavailable_stages_say_so_and_exit_2(command: str, capsys) -> None:
     assert main([command]) == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert "not available in kernelwright" in err and "issue" not in err
+    assert err == (f"kernelwright {command}: error: `kernelwright {command}` is not available in "
+                   f"kernelwright {__version__}")
 
 
 def test_unknown_command_exits_2(capsys) -> None:

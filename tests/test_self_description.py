@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SESSION, ISSUE, SHARED, LENT = "sess" + "ion", "iss" + "ue", "sha" + "red", "le" + "nt"
+SESSION, ISSUE, SHARED, LOAN_WORD = "sess" + "ion", "iss" + "ue", "sha" + "red", "le" + "nt"
 FORBIDDEN = [
     re.compile(rf"\b{SESSION}[-_ ]?\d", re.I),  # a numbered build run
     re.compile(rf"\b(this|last|next|earlier|previous) {SESSION}\b", re.I),
@@ -22,7 +22,7 @@ FORBIDDEN = [
     re.compile(rf"\bthe (\w+ )?{ISSUE}\b", re.I),
     re.compile(r"\bnot fil" + r"ed\b", re.I),
     re.compile(rf"\.\./{SHARED}|/work/({SHARED}|main)|\.libr" + "ary", re.I),
-    re.compile(rf"\b{LENT}\b|\ble{'nd'}s?\b|\bthe b{'ox'}\b", re.I),
+    re.compile(rf"\b{LOAN_WORD}\b|\ble{'nd'}s?\b|\bthe b{'ox'}\b", re.I),
 ]
 
 
@@ -59,7 +59,7 @@ def test_no_file_name_names_a_build_run() -> None:
 
 def test_the_patterns_catch_what_they_are_for() -> None:
     bad = [f"figures of {SESSION} 5", f"the serving {ISSUE} (not fil" + "ed yet)", f"see {ISSUE} 12",
-           f"../{SHARED}/design/x.md", f"on a {LENT} H200 b" + "ox", f"the {ISSUE} quotes 4.3 s"]
+           f"../{SHARED}/design/x.md", f"on a {LOAN_WORD} H200 b" + "ox", f"the {ISSUE} quotes 4.3 s"]
     ok = [f"a profiler {SESSION} starts", f"each process {SESSION}", "requests.Session()", f"it {ISSUE}s a launch"]
     assert all(findings(ROOT / "x", s) for s in bad)
     assert not any(findings(ROOT / "x", s) for s in ok)

@@ -45,6 +45,7 @@ class StaticReport:
     kernels: int = 0
     launches: int = 0
     by_reason: dict[str, list[str]] = field(default_factory=dict)  # the details of each reason
+    torch_ops: list[tuple[int, str]] = field(default_factory=list)  # (line, call) of each fallback_torch_op
 
     @property
     def ok(self) -> bool:
@@ -204,9 +205,14 @@ def _check_model_new(cls: ast.ClassDef, report: StaticReport, built: frozenset[s
         head, _, attr = name.rpartition(".")
         if head in TORCH_NAMESPACES or head.startswith(("torch.", "F.", "nn.functional")):
             if attr not in ALLOWED_TORCH and not attr[:1].isupper():
-                report.flag("fallback_torch_op", f"line {node.lineno}: calls {name}")
+                _torch_op(report, node.lineno, name)
         elif head and attr in COMPUTE_METHODS and head not in built:
-            report.flag("fallback_torch_op", f"line {node.lineno}: calls .{attr}()")
+            _torch_op(report, node.lineno, f".{attr}()")
+
+
+def _torch_op(report: StaticReport, line: int, call: str) -> None:
+    report.flag("fallback_torch_op", f"line {line}: calls {call}")
+    report.torch_ops.append((line, call))
 
 
 TAMPER_ROOTS = frozenset({"torch", "time", "ctypes", "builtins", "sys", "F", "nn"})

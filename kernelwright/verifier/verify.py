@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import signal
 import subprocess
@@ -92,7 +91,6 @@ def read_inputs(problem: Path, candidate: Path) -> str:
 # custom-kernel share decides (`fallback_runtime`). Curation (curation/filters.py) still removes
 # them: it reads every reason of `check_source`, not `static_verdict`.
 WARNED_STATIC_REASONS = frozenset({"fallback_torch_op"})
-_TORCH_OP_DETAIL = re.compile(r"line (\d+): calls (\S+)")
 
 
 def static_verdict(source: str) -> Verdict | None:
@@ -116,8 +114,7 @@ def source_warnings(source: str) -> list[str]:
 def torch_op_warning(report: StaticReport) -> str:
     """One line naming ModelNew's PyTorch compute calls ("" if none), e.g.
     "ModelNew calls PyTorch compute: torch.matmul (line 12)"."""
-    found = [_TORCH_OP_DETAIL.match(d) for d in report.by_reason.get("fallback_torch_op", [])]
-    calls = [f"{m.group(2)} (line {m.group(1)})" for m in found if m]
+    calls = [f"{call} (line {line})" for line, call in report.torch_ops]
     return f"ModelNew calls PyTorch compute: {', '.join(calls)}" if calls else ""
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -47,15 +47,22 @@ NO_SHARE = "no correct sample with a measured custom-kernel share"
 NO_OWN = "no correct sample whose own kernels carry the device time"
 
 
-def fast_p(verdicts: Sequence[Verdict], p: float) -> float:
+Counts = Callable[[Verdict], bool]  # which correct verdicts a view counts
+
+
+def _any_mix(v: Verdict) -> bool:
+    return v.correct
+
+
+def fast_p(verdicts: Sequence[Verdict], p: float, counts: Counts = _any_mix) -> float:
     if not verdicts:
         return 0.0
-    hits = sum(1 for v in verdicts if v.correct and (p == 0.0 or (v.speedup is not None and v.speedup > p)))
+    hits = sum(1 for v in verdicts if counts(v) and (p == 0.0 or (v.speedup is not None and v.speedup > p)))
     return hits / len(verdicts)
 
 
-def geomean_speedup(verdicts: Sequence[Verdict]) -> float | None:
-    speeds = [v.speedup for v in verdicts if v.correct and v.speedup is not None and v.speedup > 0]
+def geomean_speedup(verdicts: Sequence[Verdict], counts: Counts = _any_mix) -> float | None:
+    speeds = [v.speedup for v in verdicts if counts(v) and v.speedup is not None and v.speedup > 0]
     return math.exp(sum(math.log(s) for s in speeds) / len(speeds)) if speeds else None
 
 
@@ -69,13 +76,12 @@ def mean_custom_share(verdicts: Sequence[Verdict]) -> float | None:
     return sum(shares) / len(shares) if shares else None
 
 
-def own_kernel_only(verdicts: Sequence[Verdict], own_share: float) -> list[Verdict]:
-    """The verdicts as the own-kernel view sees them: a correct one whose own kernels take less than
-    `own_share` of the device time (or whose share was not measured) counts as not correct."""
-    def own(v: Verdict) -> bool:
+def own_kernels(own_share: float) -> Counts:
+    """The own-kernel view: a correct verdict counts only when its own kernels took at least
+    `own_share` of the device time (a share not measured never counts)."""
+    def counts(v: Verdict) -> bool:
         return v.correct and v.custom_kernel_time_share is not None and v.custom_kernel_time_share >= own_share
-    return [v if own(v) else Verdict.of("fallback_runtime", "below the own-kernel share") if v.correct else v
-            for v in verdicts]
+    return counts
 
 
 class HasVerdict(Protocol):
@@ -138,10 +144,10 @@ def parse_metric_key(key: str) -> tuple[str | None, str]:
     return category, figure
 
 
-def _speed_figures(g: GroupFigures, verdicts: Sequence[Verdict], prefix: str) -> None:
-    g.values |= {f"{prefix}fast_0": fast_p(verdicts, 0.0), f"{prefix}fast_1": fast_p(verdicts, 1.0)}
-    g.values |= {f"{prefix}fast_p.{p:g}": fast_p(verdicts, p) for p in FAST_P_GRID}
-    _apply(g, f"{prefix}geomean_speedup", geomean_speedup(verdicts), NO_OWN if prefix else NO_CORRECT)
+def _speed_figures(g: GroupFigures, verdicts: Sequence[Verdict], prefix: str, counts: Counts) -> None:
+    g.values |= {f"{prefix}fast_0": fast_p(verdicts, 0.0, counts), f"{prefix}fast_1": fast_p(verdicts, 1.0, counts)}
+    g.values |= {f"{prefix}fast_p.{p:g}": fast_p(verdicts, p, counts) for p in FAST_P_GRID}
+    _apply(g, f"{prefix}geomean_speedup", geomean_speedup(verdicts, counts), NO_OWN if prefix else NO_CORRECT)
 
 
 def _apply(g: GroupFigures, name: str, value: float | None, reason: str) -> None:
@@ -168,8 +174,8 @@ def group_figures(rows: Sequence[HasVerdict], gpu: bool, no_gpu_reason: str,
     if not gpu:
         g.not_applicable = dict.fromkeys((*RATES, *OVER_CORRECT), no_gpu_reason)
         return g
-    _speed_figures(g, verdicts, "")
-    _speed_figures(g, own_kernel_only(verdicts, own_share), OWN)
+    _speed_figures(g, verdicts, "", _any_mix)
+    _speed_figures(g, verdicts, OWN, own_kernels(own_share))
     _apply(g, "mean_roofline_share", mean_roofline_share(verdicts), NO_ROOFLINE)
     _apply(g, "mean_custom_kernel_time_share", mean_custom_share(verdicts), NO_SHARE)
     return g

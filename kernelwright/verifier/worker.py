@@ -165,6 +165,18 @@ def _geomean(values: list[float | None]) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals and len(vals) == len(values) else None
 
 
+def _timing_warnings(shapes: list[ShapeResult], runtime: float | None, speedup: float | None) -> list[str]:
+    """A speedup over 10x beside the judge's wall-clock estimate; shapes whose every timing attempt
+    other work on the GPU disturbed."""
+    wall = _geomean([s.wall_runtime_ms for s in shapes])
+    out = ([f"speedup {speedup:.1f}x: the timer's {runtime:.4f} ms per call beside the judge's wall-clock "
+            f"estimate of {wall:.4f} ms"] if speedup and speedup > 10 and wall is not None else [])
+    if disturbed := sum(s.timing_disturbed for s in shapes):
+        out.append(f"other work on the GPU disturbed every timing attempt of {disturbed} shape(s): "
+                   "those figures may read slow")
+    return out
+
+
 def summarise(shapes: list[ShapeResult], compile_s: float) -> Verdict:
     """Top-level figures are geometric means over shapes (speedup = ratio of the geomeans); the
     tolerance rules are those of every shape."""
@@ -172,18 +184,13 @@ def summarise(shapes: list[ShapeResult], compile_s: float) -> Verdict:
     ref = _geomean([s.ref_runtime_ms for s in shapes])
     shares = [s.custom_kernel_time_share for s in shapes if s.custom_kernel_time_share is not None]
     roof = [s.roofline_share for s in shapes if s.roofline_share is not None]
-    wall = _geomean([s.wall_runtime_ms for s in shapes])
     speedup = (ref / runtime) if runtime and ref else None
-    warnings = ([f"speedup {speedup:.1f}x: the timer's {runtime:.4f} ms per call beside the judge's wall-clock "
-                 f"estimate of {wall:.4f} ms"] if speedup and speedup > 10 and wall is not None else [])
-    if any(s.timing_disturbed for s in shapes):
-        warnings.append("other work on the GPU disturbed every timing attempt of "
-                        f"{sum(s.timing_disturbed for s in shapes)} shape(s): those figures may read slow")
+    warnings = _timing_warnings(shapes, runtime, speedup)
     return Verdict.of(
         "ok", "correct on every shape, seed and input distribution", compile_s=compile_s, runtime_ms=runtime,
         warnings=warnings,
         ref_runtime_ms=ref, ref_compile_runtime_ms=_geomean([s.ref_compile_runtime_ms for s in shapes]),
-        speedup=(ref / runtime) if runtime and ref else None, per_shape=shapes,
+        speedup=speedup, per_shape=shapes,
         roofline_share=sum(roof) / len(roof) if roof else None,
         custom_kernel_time_share=min(shares) if shares else None,
         tolerance_rule=",".join(sorted({r for s in shapes for r in s.tolerance_rule.split(",") if r})),

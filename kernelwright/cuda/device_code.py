@@ -19,7 +19,7 @@ TORCH_INCLUDE = re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/|pybind11/|Pyt
 TORCH_API = re.compile(r"\b(torch|at|c10|pybind11|py)::|\bTORCH_|\bAT_DISPATCH")
 
 
-def _keep(node: tree_sitter.Node) -> bool:
+def keeps_for_device(node: tree_sitter.Node) -> bool:
     text = node.text.decode("utf-8", "replace") if node.text else ""
     t = node.type
     if t == "preproc_include":
@@ -40,6 +40,6 @@ def device_source(cuda_source: str) -> str:
     """The parts of `cuda_source` NVRTC can compile: everything but the host-side torch glue."""
     data = cuda_source.encode("utf-8")
     root = cuda_parser().parse(data).root_node
-    kept = [data[c.start_byte:c.end_byte].decode("utf-8", "replace") for c in root.children if _keep(c)]
+    kept = [data[c.start_byte:c.end_byte].decode("utf-8", "replace") for c in root.children if keeps_for_device(c)]
     prelude = ["#include <kw_torch_prelude.h>"] if TORCH_INCLUDE.search(cuda_source) else []
     return "\n".join(prelude + kept) + "\n"

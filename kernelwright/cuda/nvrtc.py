@@ -40,7 +40,7 @@ def include_dirs() -> tuple[str, ...]:
     return tuple(dirs)
 
 
-def _log(nvrtc, prog) -> str:
+def program_log(nvrtc, prog) -> str:
     """The compile log. NVRTC writes into the buffer it is given; an empty log is 1 byte, and a
     1-byte `bytes` is CPython's shared singleton: writing into it corrupts every b" " in the
     process (torch.load then misreads checkpoints). So skip empty logs and use a fresh buffer."""
@@ -52,22 +52,39 @@ def _log(nvrtc, prog) -> str:
     return buf.decode("utf-8", "replace").rstrip("\x00 \n")
 
 
+@dataclass(frozen=True)
+class Compiled:
+    """One NVRTC compile: its result code, log, seconds and PTX size (0 unless it compiled)."""
+
+    err: object
+    ok: bool
+    log: str
+    seconds: float
+    ptx_bytes: int
+
+
+def run_nvrtc(nvrtc, source: str, name: str, options: list[bytes]) -> Compiled:
+    """Compile `source` (named `name` in the log) with `options`; the program is always destroyed."""
+    start = time.perf_counter()
+    _, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+    try:
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
+        elapsed = time.perf_counter() - start
+        ok = err == nvrtc.nvrtcResult.NVRTC_SUCCESS
+        ptx_size = nvrtc.nvrtcGetPTXSize(prog)[1] if ok else 0
+        return Compiled(err, ok, program_log(nvrtc, prog), elapsed, int(ptx_size))
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
 @lru_cache(maxsize=4096)
 def _compile_cached(digest: str, source: str, arch: str) -> NvrtcResult:
     from cuda.bindings import nvrtc
 
     opts = [f"--gpu-architecture={arch}".encode(), b"-std=c++17", b"--device-as-default-execution-space"]
     opts += [f"-I{d}".encode() for d in include_dirs()]
-    start = time.perf_counter()
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"candidate.cu", 0, [], [])
-    try:
-        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        elapsed = time.perf_counter() - start
-        ok = err == nvrtc.nvrtcResult.NVRTC_SUCCESS
-        ptx_size = nvrtc.nvrtcGetPTXSize(prog)[1] if ok else 0
-        return NvrtcResult(ok=ok, log=_log(nvrtc, prog), compile_s=elapsed, ptx_bytes=int(ptx_size))
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+    done = run_nvrtc(nvrtc, source, "candidate.cu", opts)
+    return NvrtcResult(ok=done.ok, log=done.log, compile_s=done.seconds, ptx_bytes=done.ptx_bytes)
 
 
 def compile_device_code(cuda_source: str, arch: str = DEFAULT_ARCH, strip_host: bool = True) -> NvrtcResult:

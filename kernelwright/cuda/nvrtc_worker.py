@@ -13,10 +13,9 @@ import json
 import math
 import resource
 import sys
-import time
 from typing import Any
 
-from kernelwright.cuda.nvrtc import _log  # the log reader that never writes into a shared bytes object
+from kernelwright.cuda.nvrtc import run_nvrtc
 
 
 def _cpu_budget(cpu_s: float) -> None:
@@ -39,18 +38,11 @@ def _load() -> Any:
 
 
 def compile_one(nvrtc: Any, request: dict[str, Any]) -> dict[str, Any]:
-    opts = [o.encode() for o in request["options"]]
-    start = time.perf_counter()
-    _, prog = nvrtc.nvrtcCreateProgram(request["source"].encode(), request["name"].encode(), 0, [], [])
-    try:
-        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        reply: dict[str, Any] = {"status": "ok" if err == nvrtc.nvrtcResult.NVRTC_SUCCESS else "failed",
-                                 "log": _log(nvrtc, prog), "seconds": time.perf_counter() - start}
-        if err == nvrtc.nvrtcResult.NVRTC_ERROR_OUT_OF_MEMORY:
-            reply["limit"] = "memory_limit"
-        return reply
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+    done = run_nvrtc(nvrtc, request["source"], request["name"], [o.encode() for o in request["options"]])
+    reply: dict[str, Any] = {"status": "ok" if done.ok else "failed", "log": done.log, "seconds": done.seconds}
+    if done.err == nvrtc.nvrtcResult.NVRTC_ERROR_OUT_OF_MEMORY:
+        reply["limit"] = "memory_limit"
+    return reply
 
 
 def main() -> None:

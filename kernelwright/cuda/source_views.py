@@ -19,7 +19,7 @@ import re
 
 import tree_sitter
 
-from kernelwright.cuda.device_code import _keep as _keep_for_device
+from kernelwright.cuda.device_code import keeps_for_device
 from kernelwright.cuda.spans import cuda_parser, walk
 
 HOST_PRELUDE = "template <class... KwT> inline void kw_launch_config(const KwT&...) {}\n"
@@ -48,7 +48,7 @@ def device_view(cuda_source: str) -> str:
     data = cuda_source.encode("utf-8")
     root = cuda_parser().parse(data).root_node
     edits = [(c.start_byte, c.end_byte, _blank(data[c.start_byte:c.end_byte]))
-             for c in root.children if not _keep_for_device(c)]
+             for c in root.children if not keeps_for_device(c)]
     return _apply(data, edits)
 
 

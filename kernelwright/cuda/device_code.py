@@ -20,6 +20,7 @@ TORCH_API = re.compile(r"\b(torch|at|c10|pybind11|py)::|\bTORCH_|\bAT_DISPATCH")
 
 
 def keeps_for_device(node: tree_sitter.Node) -> bool:
+    """Whether a top-level node of a CUDA source belongs in its device half (see the module doc)."""
     text = node.text.decode("utf-8", "replace") if node.text else ""
     t = node.type
     if t == "preproc_include":

@@ -1,8 +1,9 @@
 """The champion gate over MLflow's registry.
 
-A registered version carries its suite figures as tags (`kw.eval.*`, both views, with the suite and
-the judge version); the `champion` alias moves to it only when the gate says so (gate.py), and only
-against a champion evaluated on the same suite by the same judge version.
+A registered version carries its suite figures as tags (`kw.eval.*`, both views, with the suite, the
+judge version and the GPU type); the `champion` alias moves to it only when the gate says so
+(gate.py), and only against a champion evaluated in the same scope. Before `champion` moves,
+`previous-champion` is set to the version it left (`rollback` moves it back).
 """
 
 from __future__ import annotations
@@ -12,13 +13,28 @@ import logging
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from kernelwright.evaluation.gate import CHAMPION, GATE_KEYS, GateDecision, decide
+from kernelwright.errors import UsageError
+from kernelwright.evaluation.gate import CHAMPION, GATE_KEYS, PREVIOUS_CHAMPION, GateDecision, decide
 from kernelwright.evaluation.metrics import OWN
 from kernelwright.models import ModelRef
 from kernelwright.verifier.verdict import JUDGE_VERSION
 
 log = logging.getLogger(__name__)
 TAG = "kw.eval."
+GATE_TAG = "kw.gate."
+NO_GPU = "none"
+
+
+def gpu_type() -> str:
+    """The name of this machine's first CUDA device, or 'none': figures are comparable only within one."""
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else NO_GPU
+
+
+def eval_scope(suite: str, gpu: str | None = None) -> dict[str, str]:
+    """What two sets of figures must share to be compared: suite (problems and samples), judge, GPU type."""
+    return {"suite": suite, "judge_version": JUDGE_VERSION, "gpu_type": gpu if gpu is not None else gpu_type()}
 
 
 def gate_figures(metrics: dict[str, float], view: str) -> dict[str, float]:
@@ -28,10 +44,9 @@ def gate_figures(metrics: dict[str, float], view: str) -> dict[str, float]:
     return {k: metrics[src] for k, src in keys.items() if src in metrics}
 
 
-def _version_figures(client: MlflowClient, name: str, version: str, scope: dict[str, str],
-                     view: str) -> dict[str, float] | None:
-    """A version's recorded gate figures in `view`, if it was evaluated in the same scope."""
-    tags = client.get_model_version(name, version).tags
+def recorded_figures(name: str, version: str, scope: dict[str, str], view: str) -> dict[str, float] | None:
+    """A version's recorded gate figures in `view`, if it was evaluated in `scope`."""
+    tags = MlflowClient().get_model_version(name, version).tags
     if any(tags.get(f"{TAG}{k}") != v for k, v in scope.items()):
         return None
     try:
@@ -43,38 +58,76 @@ def _version_figures(client: MlflowClient, name: str, version: str, scope: dict[
     return figures if len(figures) == len(GATE_KEYS) else None
 
 
-def record_and_gate(ref: ModelRef, metrics: dict[str, float], suite: str, view: str = "own") -> GateDecision:
+def record_figures(name: str, version: str, metrics: dict[str, float], scope: dict[str, str]) -> None:
+    """Tag the version with its gate figures (both views) and the scope they were measured in."""
+    client = MlflowClient()
+    for key in (*GATE_KEYS, *(OWN + k for k in GATE_KEYS if k != "compile_rate")):
+        if key in metrics:
+            client.set_model_version_tag(name, version, f"{TAG}{key}", repr(metrics[key]))
+    for key, value in scope.items():
+        client.set_model_version_tag(name, version, f"{TAG}{key}", value)
+
+
+def alias_version(name: str, alias: str) -> str | None:
+    """The version `alias` points to, or None when it is not set (or the model is not registered)."""
+    try:
+        return str(MlflowClient().get_model_version_by_alias(name, alias).version)
+    except MlflowException:
+        return None
+
+
+def promote(name: str, version: str, reason: str) -> str | None:
+    """Point `champion` at `version`, setting `previous-champion` to where it pointed first (returned)."""
+    client = MlflowClient()
+    previous = alias_version(name, CHAMPION)
+    if previous is not None and previous != version:
+        client.set_registered_model_alias(name, PREVIOUS_CHAMPION, previous)
+    client.set_registered_model_alias(name, CHAMPION, version)
+    client.set_model_version_tag(name, version, f"{GATE_TAG}promoted_reason", reason[:500])
+    log.info("promoted %s v%s to %s (was v%s): %s", name, version, CHAMPION, previous, reason)
+    return previous
+
+
+def rollback(name: str) -> tuple[str, str | None]:
+    """Move `champion` back to `previous-champion` and clear the latter; (restored, demoted) versions."""
+    client = MlflowClient()
+    previous = alias_version(name, PREVIOUS_CHAMPION)
+    if previous is None:
+        raise UsageError(f"{name} has no {PREVIOUS_CHAMPION} alias: nothing to roll back to")
+    demoted = alias_version(name, CHAMPION)
+    client.set_registered_model_alias(name, CHAMPION, previous)
+    client.delete_registered_model_alias(name, PREVIOUS_CHAMPION)
+    if demoted is not None and demoted != previous:
+        client.set_model_version_tag(name, demoted, f"{GATE_TAG}rolled_back", "true")
+    log.info("rolled %s back: %s is v%s again (was v%s)", name, CHAMPION, previous, demoted)
+    return previous, demoted
+
+
+def record_and_gate(ref: ModelRef, metrics: dict[str, float], suite: str, view: str = "own",
+                    margin: float = 0.0) -> GateDecision:
     """Tag the version with its figures, compare with the champion, move the alias if it wins.
 
-    Figures are compared only within one scope: the same suite (problems and samples) and the same
-    judge version; `view` picks own-kernel or KernelBench figures.
+    Figures are compared only within one scope (`eval_scope`: suite, judge version, GPU type); `view`
+    picks own-kernel or KernelBench figures.
     """
     assert ref.name is not None and ref.version is not None
     candidate = gate_figures(metrics, view)
     missing = [k for k in GATE_KEYS if k not in candidate]
     if missing:
         return GateDecision(False, f"not gated: {', '.join(missing)} not measured", candidate, None)
-    client = MlflowClient()
-    scope = {"suite": suite, "judge_version": JUDGE_VERSION}
-    for key in (*GATE_KEYS, *(OWN + k for k in GATE_KEYS if k != "compile_rate")):
-        if key in metrics:
-            client.set_model_version_tag(ref.name, ref.version, f"{TAG}{key}", repr(metrics[key]))
-    for key, value in scope.items():
-        client.set_model_version_tag(ref.name, ref.version, f"{TAG}{key}", value)
-    try:
-        champ_version = client.get_model_version_by_alias(ref.name, CHAMPION).version
-    except MlflowException:
-        champ_version = None
+    scope = eval_scope(suite)
+    record_figures(ref.name, ref.version, metrics, scope)
+    champ_version = alias_version(ref.name, CHAMPION)
     champion = None
     if champ_version is not None:
-        if str(champ_version) == ref.version:
+        if champ_version == ref.version:
             return GateDecision(False, "this version is already the champion", candidate, None)
-        champion = _version_figures(client, ref.name, str(champ_version), scope, view)
+        champion = recorded_figures(ref.name, champ_version, scope, view)
         if champion is None:
             return GateDecision(False, f"champion v{champ_version} has no figures on suite {suite} from judge "
-                                       f"version {JUDGE_VERSION}; evaluate it on this suite first", candidate, None)
-    decision = decide(candidate, champion)
+                                       f"version {JUDGE_VERSION} on GPU type {scope['gpu_type']}; evaluate it "
+                                       "on this suite first", candidate, None)
+    decision = decide(candidate, champion, margin)
     if decision.promote:
-        client.set_registered_model_alias(ref.name, CHAMPION, ref.version)
-        log.info("promoted %s v%s to %s (%s view): %s", ref.name, ref.version, CHAMPION, view, decision.reason)
+        promote(ref.name, ref.version, f"{view} view: {decision.reason}")
     return decision

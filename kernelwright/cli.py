@@ -1,6 +1,7 @@
 """`kernelwright`: one command over every stage.
 
-    kernelwright pipeline | curate | train | evaluate | verify | serve | retrain | mlflow-server [--help]
+    kernelwright pipeline | curate | train | evaluate | verify | serve | retrain | promote | schedule |
+                 mlflow-server [--help]
 
 Exit status: 0 success, 1 failure, 2 bad input or a stage that is not available yet, 3 no CUDA
 device where one is required. Errors print one clear line, never a traceback (set
@@ -154,6 +155,24 @@ def _mlflow_server(argv: Sequence[str]) -> int:
     return subprocess.call(cmd)
 
 
+def _retrain(argv: Sequence[str]) -> int:
+    from kernelwright.retrain.commands import retrain_command
+
+    return retrain_command(argv, console)
+
+
+def _promote(argv: Sequence[str]) -> int:
+    from kernelwright.retrain.commands import promote_command
+
+    return promote_command(argv, console)
+
+
+def _schedule(argv: Sequence[str]) -> int:
+    from kernelwright.retrain.commands import schedule_command
+
+    return schedule_command(argv, console)
+
+
 def _not_yet(name: str) -> Callable[[Sequence[str]], int]:
     def run(argv: Sequence[str]) -> int:
         raise NotImplementedStage(f"`kernelwright {name}` is not available in kernelwright {__version__}")
@@ -168,7 +187,9 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "evaluate": (_evaluate, "generate for held-out problems and check the kernels"),
     "verify": (_verify, "verify one candidate against one problem (GPU; --static anywhere)"),
     "serve": (_serve, "serve the registered model over HTTP (kernel + OpenAI-compatible API)"),
-    "retrain": (_not_yet("retrain"), "the scheduled retraining job"),
+    "retrain": (_retrain, "curate -> train -> evaluate -> gate, once per new set of inputs (locked, resumable)"),
+    "promote": (_promote, "move the champion alias by hand (--rollback: back to previous-champion)"),
+    "schedule": (_schedule, "run retrain on a cron schedule (persistent job store, no overlap)"),
     "mlflow-server": (_mlflow_server, "MLflow tracking + registry server over the work folder"),
 }
 

@@ -1,9 +1,10 @@
 """The promotion gate: move the `champion` alias only when the candidate is better.
 
 A candidate is promoted when its fast_1 is higher than the champion's (by at least `margin`, a
-share of samples; 0: any rise) and neither its fast_0 (correctness) nor its compile rate is lower. A candidate none of whose kernels is correct
-(fast_0 = 0) is never promoted; with no champion yet, any other evaluated candidate is. The
-decision and both sides' figures are returned so they can be logged.
+share of samples; 0: any rise) and neither its fast_0 (correctness) nor its compile rate is lower.
+A candidate none of whose kernels is correct (fast_0 = 0) is never promoted; with no champion yet,
+any other evaluated candidate is. The decision and both sides' figures are returned so they can be
+logged.
 """
 
 from __future__ import annotations

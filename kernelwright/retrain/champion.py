@@ -1,0 +1,108 @@
+"""The retrain's gate: the candidate and, where needed, the champion evaluated in one scope, then the
+registry's own gate (evaluation/gate.py, evaluation/registry.py) decides and moves the aliases.
+
+The champion is evaluated again when it has no figures from the same judge version, suite, samples
+and GPU type. Without a GPU there is no fast_1: the decision is `not_gated` and no alias moves.
+Figures already recorded on a version in the same scope (a run killed after its evaluation) are
+reused instead of measured again.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import mlflow
+
+from kernelwright.evaluation.checking import Verifier
+from kernelwright.evaluation.gate import CHAMPION, decide
+from kernelwright.evaluation.registry import (
+    GATE_TAG,
+    alias_version,
+    gate_figures,
+    promote,
+    record_figures,
+    recorded_figures,
+)
+from kernelwright.evaluation.stage import EvaluateConfig, evaluate
+from kernelwright.retrain.config import RetrainConfig
+from kernelwright.tracking import stage_run
+
+log = logging.getLogger(__name__)
+PROMOTED, REJECTED, NOT_GATED, SKIPPED = "promoted", "rejected", "not_gated", "skipped"
+NOT_GATED_REASON = "not GPU-verified: fast_1 was not measured, so no alias moved"
+
+
+@dataclass
+class GateOutcome:
+    decision: str  # promoted, rejected or not_gated
+    reason: str
+    candidate: dict[str, float] = field(default_factory=dict)  # gate figures (shares of samples)
+    champion: dict[str, float] | None = None
+    champion_before: str | None = None  # version `champion` pointed to when the gate started
+
+
+@dataclass(frozen=True)
+class GateScope:
+    figures: dict[str, str]  # registry scope: suite, judge_version, gpu_type
+    key: str  # digest of the scope and the view: names the evaluation folders
+    out: Path  # <workdir>/retrain/evaluate-<key>
+
+
+def _evaluate_version(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verifier,
+                      run_name: str) -> dict[str, float] | None:
+    """Evaluate registered `version` in a child run; record and return its gate figures (None: no GPU)."""
+    with stage_run(run_name, tags={"model.version": version}):
+        result = evaluate(EvaluateConfig(
+            model=f"models:/{cfg.registered_model}/{version}", suite=cfg.suite, samples=cfg.samples,
+            max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, gate=False, gate_view=cfg.gate_view,
+            out=str(scope.out / f"v{version}"), workdir=cfg.workdir), verifier=verifier)
+    if not result.gpu_verified:
+        return None
+    record_figures(cfg.registered_model, version, result.metrics, scope.figures)
+    return gate_figures(result.metrics, cfg.gate_view)
+
+
+def _figures(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verifier,
+             run_name: str) -> dict[str, float] | None:
+    recorded = recorded_figures(cfg.registered_model, version, scope.figures, cfg.gate_view)
+    if recorded is not None:
+        log.info("v%s already has figures in this scope: not evaluated again", version)
+        return recorded
+    return _evaluate_version(cfg, version, scope, verifier, run_name)
+
+
+def run_gate(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verifier) -> GateOutcome:
+    """Evaluate the candidate `version` (and the champion if needed) and gate it; see the module doc."""
+    name = cfg.registered_model
+    before = alias_version(name, CHAMPION)
+    candidate = _figures(cfg, version, scope, verifier, "evaluate")
+    if candidate is None:
+        return _tagged(name, version, GateOutcome(NOT_GATED, NOT_GATED_REASON, champion_before=before))
+    if before == version:
+        return _tagged(name, version, GateOutcome(REJECTED, "this version is already the champion", candidate,
+                                            champion_before=before))
+    champion = None
+    if before is not None:
+        champion = _figures(cfg, before, scope, verifier, "evaluate[champion]")
+        if champion is None:
+            return _tagged(name, version, GateOutcome(NOT_GATED, f"champion v{before} could not be GPU-verified here",
+                                                candidate, champion_before=before))
+    decision = decide(candidate, champion, cfg.margin)
+    if decision.promote:
+        promote(name, version, f"{cfg.gate_view} view, margin {cfg.margin:g}: {decision.reason}")
+    outcome = GateOutcome(PROMOTED if decision.promote else REJECTED, decision.reason, candidate, champion, before)
+    return _tagged(name, version, outcome)
+
+
+def _tagged(name: str, version: str, outcome: GateOutcome) -> GateOutcome:
+    """Log the gate's figures to the active run and tag the version with the decision."""
+    from mlflow.tracking import MlflowClient
+
+    mlflow.log_metrics({f"gate.candidate.{k}": v for k, v in outcome.candidate.items()})
+    mlflow.log_metrics({f"gate.champion.{k}": v for k, v in (outcome.champion or {}).items()})
+    client = MlflowClient()
+    client.set_model_version_tag(name, version, f"{GATE_TAG}decision", outcome.decision)
+    client.set_model_version_tag(name, version, f"{GATE_TAG}reason", outcome.reason[:500])
+    return outcome

@@ -1,0 +1,92 @@
+"""Configs of `kernelwright retrain`, `kernelwright promote` and `kernelwright schedule`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kernelwright.tracking import REGISTERED_MODEL
+
+
+@dataclass
+class RetrainConfig:
+    """Config of `kernelwright retrain`: the pipeline's knobs, the gate's, and the job's safety."""
+
+    workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
+    tracking_uri: str | None = field(default=None, metadata={
+        "help": "MLflow tracking store (sqlite:///..., postgresql://..., http://...). None: MLFLOW_TRACKING_URI, "
+                "else <workdir>/mlflow.db."})
+    input: list[str] = field(default_factory=list, metadata={
+        "help": "Corpus files or folders (as `curate --input`); repeatable. Empty: the seed corpus's train split.",
+        "action": "extend"})
+    map: list[str] = field(default_factory=list, metadata={
+        "help": "FIELD=COLUMN pairs for --input (as `curate --map`).", "action": "extend"})
+    nvrtc: bool = field(default=True, metadata={"help": "NVRTC-compile each corpus sample in curation; false: skip."})
+    base_model: str | None = field(default=None, metadata={"help": "Local HF checkpoint. None: the tiny model."})
+    weighting: str = field(default="cuset", metadata={"help": "Loss weighting: plain, token, region or cuset."})
+    max_steps: int = field(default=300, metadata={"help": "Training steps."})
+    per_device_train_batch_size: int = field(default=2, metadata={"help": "Samples per micro-batch."})
+    learning_rate: float = field(default=2e-3, metadata={"help": "Peak learning rate."})
+    max_length: int = field(default=2048, metadata={"help": "Training sequence length cap, in tokens."})
+    lora: bool = field(default=False, metadata={"help": "LoRA (merged at the end) instead of full fine-tuning."})
+    save_steps: int = field(default=0, metadata={"help": "Checkpoint every N steps; 0: max_steps / 3."})
+    keep_checkpoints: int = field(default=1, metadata={
+        "help": "Checkpoints kept per training folder once it has finished (the final model is always kept)."})
+    suite: str | None = field(default=None, metadata={
+        "help": "Problems the gate evaluates on (as `evaluate --suite`). None: the seed corpus's held-out tasks."})
+    samples: int = field(default=1, metadata={"help": "Completions per problem."})
+    max_new_tokens: int = field(default=384, metadata={"help": "Generation budget per completion, in tokens."})
+    seed: int = field(default=0, metadata={"help": "Seed of training and sampling."})
+    gate_view: str = field(default="own", metadata={"help": "Figures the gate compares: own or any."})
+    margin: float = field(default=0.0, metadata={
+        "help": "Least rise of fast_1 (a share of samples, 0-1) that promotes; 0: any rise."})
+    registered_model: str = field(default=REGISTERED_MODEL, metadata={"help": "Registered model name."})
+    lock_uri: str | None = field(default=None, metadata={
+        "help": "Lock against a second retrain: postgresql://... (advisory lock, safe across hosts) or a file path. "
+                "None: the tracking store's PostgreSQL if it is one, else <workdir>/retrain.lock."})
+
+    def __post_init__(self) -> None:
+        if self.max_steps <= 0 or self.samples < 1 or self.save_steps < 0 or self.keep_checkpoints < 0:
+            raise ValueError("need max_steps >= 1, samples >= 1, save_steps >= 0 and keep_checkpoints >= 0")
+        if not 0.0 <= self.margin <= 1.0:
+            raise ValueError(f"margin is a share of samples, between 0 and 1, not {self.margin}")
+        if self.gate_view not in ("own", "any"):
+            raise ValueError(f"gate_view must be own or any, not {self.gate_view!r}")
+
+
+@dataclass
+class PromoteConfig:
+    """Config of `kernelwright promote`: move the `champion` alias by hand."""
+
+    rollback: bool = field(default=False, metadata={
+        "help": "Point champion back at previous-champion (and clear previous-champion)."})
+    version: str | None = field(default=None, metadata={
+        "help": "Make this version the champion (previous-champion is set to the old one)."})
+    registered_model: str = field(default=REGISTERED_MODEL, metadata={"help": "Registered model name."})
+    workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
+    tracking_uri: str | None = field(default=None, metadata={
+        "help": "MLflow tracking store. None: MLFLOW_TRACKING_URI, else <workdir>/mlflow.db."})
+
+    def __post_init__(self) -> None:
+        if self.rollback == (self.version is not None):
+            raise ValueError("give exactly one of --rollback and --version N")
+
+
+@dataclass
+class ScheduleConfig:
+    """Config of `kernelwright schedule`: run `kernelwright retrain` on a cron schedule, on one host."""
+
+    cron: str = field(default="0 3 * * 0", metadata={
+        "help": "Crontab expression (minute hour day month weekday), in --timezone."})
+    retrain_config: str | None = field(default=None, metadata={
+        "help": "YAML file of `kernelwright retrain` settings for every run. None: the defaults."})
+    workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
+    job_store: str | None = field(default=None, metadata={
+        "help": "SQLAlchemy URI of the persistent job store. None: sqlite:///<workdir>/schedule.db."})
+    timezone: str = field(default="UTC", metadata={"help": "Time zone of the cron expression."})
+    misfire_grace_s: int = field(default=7 * 24 * 3600, metadata={
+        "help": "A run missed (scheduler down) by up to this many seconds still runs, once; later ones are skipped."})
+    run_timeout_s: int = field(default=0, metadata={"help": "Kill a retrain that runs longer than this; 0: no limit."})
+
+    def __post_init__(self) -> None:
+        if self.misfire_grace_s < 1 or self.run_timeout_s < 0:
+            raise ValueError("need misfire_grace_s >= 1 and run_timeout_s >= 0")

@@ -27,7 +27,7 @@ from kernelwright.verifier.isolation import import_file
 from kernelwright.verifier.problems import load_problems
 from kernelwright.verifier.spec import Spec
 from kernelwright.verifier.timer import Timer
-from kernelwright.verifier.timing import fresh_sets, median_ms
+from kernelwright.verifier.timing import TimingSettings, fresh_sets, median_ms
 
 
 def ops(shapes: str) -> list[tuple[str, Any, dict[str, Any]]]:
@@ -42,9 +42,10 @@ def ops(shapes: str) -> list[tuple[str, Any, dict[str, Any]]]:
 def measure(mod: Any, shape: dict[str, Any], timer: Timer, spec: Spec, flush: torch.Tensor) -> tuple[float, float]:
     torch.manual_seed(0)
     model = mod.Model(*mod.get_init_inputs()).cuda().eval()
-    sets = fresh_sets(mod, shape, spec, 7000)
+    settings = TimingSettings.of(spec)
+    sets = fresh_sets(mod, shape, settings, 7000)
     with torch.no_grad():
-        ours = median_ms(model, sets, timer, spec, flush).median_ms
+        ours = median_ms(model, sets, timer, settings, flush).median_ms
         theirs = do_bench(lambda: model(*sets[0]), warmup=25, rep=int(spec.timing_budget_s * 1000),
                           return_mode="median")
     return ours, float(theirs)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,7 @@ def header_built_alongside(timeout_s: float, enabled: bool = True) -> Iterator[s
         return
     with tempfile.NamedTemporaryFile(prefix="kw_pch_", suffix=".lock", delete=False) as tmp:
         path = tmp.name
+    os.chmod(path, 0o644)  # the candidate's process (another user, see verifier/sandbox.py) reads and waits on it
     fh = open(path, "r+")  # noqa: SIM115 - the lock is held across the thread's life
     fcntl.flock(fh, fcntl.LOCK_EX)  # taken before any worker starts
 

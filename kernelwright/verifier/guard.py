@@ -1,7 +1,7 @@
 """The harness guard (class 7): everything the harness calls, held by reference, checked by identity.
 
 - `HarnessGuard`: holds the modules the harness calls (`GUARDED_MODULES`) and its own
-  (`HARNESS_MODULES`: the worker and the modules it is split into), the classes it times and writes
+  (`HARNESS_MODULES`: the runner and the modules it uses), the classes it times and reports
   the verdict with, the timer and its CUDA runtime handle, the problem module, every torch.nn class
   and the hooks every nn.Module runs; `check` rejects the candidate (harness_tampering) when any of
   them changed;
@@ -10,8 +10,10 @@
   candidate's constructor runs; `held_check_models`: the same with the reference's float64 twin,
   held likewise (the correctness draws' truth, tolerance.py).
 
-A candidate runs in the harness's process, so it could monkeypatch what judges it: a comparison
-that always agrees, a timer that reads zero, a verdict written by hand.
+The verdict, the expected outputs and the comparison live in the judge's process (judge.py), out
+of the candidate's reach; the guard keeps the runner's own harness honest (a timer that reads
+zero, a poison that does nothing, an output written after the check), so that what the runner
+reports is what happened. Its reports are still checked by the judge.
 """
 
 from __future__ import annotations
@@ -41,18 +43,17 @@ GUARDED_MODULES = ("builtins", "time", "math", "json", "os", "ctypes", "torch", 
                    "torch.linalg", "torch.testing", "torch.profiler", "torch.autograd",
                    "kernelwright.verifier.verdict", "kernelwright.cuda.static_checks",
                    "kernelwright.atomic", "tempfile", "shutil", "pathlib")  # the last four: how the verdict is written
-HARNESS_MODULES = ("kernelwright.verifier.worker", "kernelwright.verifier.spec", "kernelwright.verifier.isolation",
-                   "kernelwright.verifier.inputs", "kernelwright.verifier.guard", "kernelwright.verifier.timer",
-                   "kernelwright.verifier.timing", "kernelwright.verifier.profiling", "kernelwright.verifier.tolerance")
+HARNESS_MODULES = ("kernelwright.verifier.runner", "kernelwright.verifier.channel", "kernelwright.verifier.spec",
+                   "kernelwright.verifier.isolation", "kernelwright.verifier.inputs", "kernelwright.verifier.guard",
+                   "kernelwright.verifier.timer", "kernelwright.verifier.timing", "kernelwright.verifier.profiling",
+                   "kernelwright.verifier.tolerance", "kernelwright.verifier.sandbox")
 
 
 def _harness_modules() -> list[tuple[str, ModuleType]]:
-    """The harness's own modules that are loaded, each labelled by its last name (`worker`, ...).
+    """The harness's own modules that are loaded, each labelled by its last name (`runner`, ...).
 
-    `python -m kernelwright.verifier.worker` runs the worker as `__main__` (its spec keeps the
-    dotted name) and the worker is not imported under that name: `__main__` is the worker held then.
-    For the same reason none of the other modules imports the worker (what they share with it, the
-    spec and Progress, is in spec.py): that would load a second copy of it beside the one running.
+    Where one of them runs as `__main__` (`python -m`; its spec keeps the dotted name) it is held
+    under that name: it is not imported a second time under its own.
     """
     main = sys.modules.get("__main__")
     running = getattr(getattr(main, "__spec__", None), "name", None)

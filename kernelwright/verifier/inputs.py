@@ -52,22 +52,30 @@ def compare(out: Any, ref: Any, ref64: Any = None, rules: set[str] | None = None
     """(reason or None, detail, max abs error) of `out` against the reference `ref` and the float64
     reference `ref64` (None: there is none, and the fallback rule judges: tolerance.judge); the name
     of the rule that judged is added to `rules` where given."""
-    import torch
-
-    if type(out) is not torch.Tensor:
-        return "non_tensor_output", f"output is {type(out).__module__}.{type(out).__name__}", math.nan
-    if out.device.type != "cuda" or (out.numel() and out.untyped_storage().data_ptr() == 0):
-        return "non_tensor_output", "output has no CUDA storage", math.nan
-    if out.shape != ref.shape:
-        return "shape_mismatch", f"shape {tuple(out.shape)} != {tuple(ref.shape)}", math.nan
-    if out.dtype != ref.dtype:
-        return "precision_downgrade", f"dtype {out.dtype} != {ref.dtype}", math.nan
+    form = form_failure(out, ref)
+    if form is not None:
+        return *form, math.nan
     j = judge(out, ref, ref64)
     if rules is not None:
         rules.add(j.rule)
     if j.ok:
         return None, j.detail, j.max_err
     return *_failure(out, ref, ref64, j), j.max_err
+
+
+def form_failure(out: Any, ref: Any) -> tuple[str, str] | None:
+    """(reason, detail) where `out` is not a plain CUDA tensor of the reference's shape and dtype."""
+    import torch
+
+    if type(out) is not torch.Tensor:
+        return "non_tensor_output", f"output is {type(out).__module__}.{type(out).__name__}"
+    if out.device.type != "cuda" or (out.numel() and out.untyped_storage().data_ptr() == 0):
+        return "non_tensor_output", "output has no CUDA storage"
+    if out.shape != ref.shape:
+        return "shape_mismatch", f"shape {tuple(out.shape)} != {tuple(ref.shape)}"
+    if out.dtype != ref.dtype:
+        return "precision_downgrade", f"dtype {out.dtype} != {ref.dtype}"
+    return None
 
 
 def _failure(out: Any, ref: Any, ref64: Any, j: Judgement) -> tuple[str, str]:

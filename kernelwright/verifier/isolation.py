@@ -122,6 +122,22 @@ def import_file(path: Path, name: str) -> ModuleType:
     return mod
 
 
+def classify_failure(exc: BaseException) -> tuple[str, str]:
+    """(reason, detail) of an exception the candidate's code raised: out of memory, an illegal
+    address, a launch failure (by the CUDA error code torch carries), or any other exception."""
+    import torch
+
+    text = f"{type(exc).__name__}: {str(exc)[-1500:]}"
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
+        return "out_of_memory", text
+    code = getattr(exc, "error_code", None)
+    if isinstance(exc, getattr(torch, "AcceleratorError", ())) and code in (700, 716, 719, 717, 718):
+        return "illegal_memory_access", text
+    if isinstance(exc, getattr(torch, "AcceleratorError", ())) and code in (1, 9, 98, 209, 701):
+        return "launch_error", text
+    return "exception", text
+
+
 # ---------------------------------------------------------------- the process's threads and the timing lock
 
 

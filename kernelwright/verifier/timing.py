@@ -1,18 +1,21 @@
-"""Timing: the candidate, the reference and the torch.compile baseline, timed the same way.
+"""Timing: one forward's median on the timer, on inputs never used before; the judge's bounds on it.
 
-- `median_ms`: the median of a forward's trials on the `Timer` (timer.py), each after an L2 flush
-  and each on inputs never used before (`fresh_sets`, drawn before the timing lock is taken);
-- `check_timed`: the outputs of the timed calls (every one, or a random subset where memory runs
-  short, picked after each call returns) compared with the reference on the same inputs, so a
-  candidate that does less work when it is timed is `timed_output_mismatch`;
-- `wall_estimate`: the wall clock of a synchronised batch of calls, less the per-call overhead of a
-  no-op through the same path, against the timer's median: a timer that reads far below what the
-  clock saw (a patched runtime) is `timing_inconsistent`; one far above it was disturbed by other
-  work on the GPU, and `measure` times again on new inputs (a disturbed reference is not cached);
-- the reference-timing cache (`ref_cache_path`, `RefCache`, `read_ref_cache`): reference figures
-  kept per problem, shape, GPU and settings, read before the candidate is imported;
-- `time_shape`: one shape's figures (the timing lock held while timing), the profiler's share of
-  GPU time in the candidate's kernels and the roofline share (`_roofline`) with them.
+Used on both sides of the channel: the runner times the candidate with `median_ms` (its timer,
+timer.py, in its own process: CUDA events cannot time across processes); the judge times the
+reference the same way in its own process and bounds the runner's figures by its own clock.
+
+- `TimingSettings`: trials and the seconds of timed trials per forward;
+- `fresh_sets` / `draw_on_device`: input sets for the timed calls, each used once, drawn from a
+  seed the judge sends with the request (set i of seed s is the draw of seed s + i, so the judge
+  can draw the same set to check the call's output);
+- `median_ms`: the median of the trials (each after an L2 flush), keeping the outputs of the calls
+  `keep` names (asked after each call returned and was timed);
+- `wall_estimate` (in one process: the reference), `check_consistent` and `disturbed`: the wall
+  clock of a synchronised batch, less a no-op's cost through the same path, against the timer's
+  median: far below the clock is a patched timer (`timing_inconsistent`); far above it, other work
+  on the GPU disturbed the trials, and they are timed again on new inputs;
+- the reference-timing cache (`ref_cache_path`, `RefCache`, `read_ref_cache`), which only the
+  judge reads and writes.
 """
 
 from __future__ import annotations
@@ -26,16 +29,10 @@ from types import ModuleType
 from typing import Any
 
 from kernelwright import atomic
-from kernelwright.verifier.guard import HarnessGuard, held_models
-from kernelwright.verifier.inputs import compare, draw_inputs
-from kernelwright.verifier.isolation import Rejected, exclusive
-from kernelwright.verifier.profiling import custom_share
-from kernelwright.verifier.spec import Progress, Spec
+from kernelwright.verifier.inputs import draw_inputs
+from kernelwright.verifier.isolation import Rejected
+from kernelwright.verifier.spec import Spec
 from kernelwright.verifier.timer import Timer
-from kernelwright.verifier.verdict import ShapeResult
-
-# ---------------------------------------------------------------- timing
-
 
 TIMED_MEMORY_BYTES = 2 * 2**30  # device memory for the fresh timed inputs, and again for the kept outputs
 WARM_UP_CALLS = 3
@@ -52,22 +49,40 @@ DISTURBED_FLOOR_MS = 0.05
 TIMING_ATTEMPTS = 3
 
 
-def _nbytes(values: list[Any]) -> int:
+@dataclass(frozen=True)
+class TimingSettings:
+    """How long a forward is timed: at least `min_trials` trials, at most `max_trials`, and no more
+    once `timing_budget_s` seconds of trials have run."""
+
+    min_trials: int = 10
+    max_trials: int = 100
+    timing_budget_s: float = 1.0
+
+    @classmethod
+    def of(cls, spec: Spec) -> TimingSettings:
+        return cls(spec.min_trials, spec.max_trials, spec.timing_budget_s)
+
+
+def nbytes(values: list[Any]) -> int:
     import torch
 
     return sum(x.numel() * x.element_size() for x in values if isinstance(x, torch.Tensor))
 
 
-def fresh_sets(problem: ModuleType, shape: dict[str, Any], spec: Spec, seed: int) -> list[list[Any]]:
-    """Input sets for the timed calls, each used once: warm-ups, then up to `max_trials` trials, as
-    many as fit in TIMED_MEMORY_BYTES (never fewer than the warm-ups and `min_trials`)."""
-    first = _draw_on_device(problem, shape, seed)
-    fit = TIMED_MEMORY_BYTES // max(_nbytes(first), 1)
-    count = max(WARM_UP_CALLS + spec.min_trials, min(WARM_UP_CALLS + spec.max_trials, fit))
-    return [first] + [_draw_on_device(problem, shape, seed + i) for i in range(1, count)]
+def set_count(first: list[Any], settings: TimingSettings) -> int:
+    """How many input sets the timed calls use: warm-ups, then up to `max_trials` trials, as many as
+    fit in TIMED_MEMORY_BYTES (never fewer than the warm-ups and `min_trials`)."""
+    fit = TIMED_MEMORY_BYTES // max(nbytes(first), 1)
+    return max(WARM_UP_CALLS + settings.min_trials, min(WARM_UP_CALLS + settings.max_trials, fit))
 
 
-def _draw_on_device(problem: ModuleType, shape: dict[str, Any], seed: int) -> list[Any]:
+def fresh_sets(problem: ModuleType, shape: dict[str, Any], settings: TimingSettings, seed: int) -> list[list[Any]]:
+    """Input sets for the timed calls, each used once: set i is the draw of `seed + i`."""
+    first = draw_on_device(problem, shape, seed)
+    return [first] + [draw_on_device(problem, shape, seed + i) for i in range(1, set_count(first, settings))]
+
+
+def draw_on_device(problem: ModuleType, shape: dict[str, Any], seed: int) -> list[Any]:
     """`get_inputs` with the GPU as the default device (its random tensors drawn there: a hundred
     draws cost milliseconds, not seconds); as written where that fails."""
     import torch
@@ -81,13 +96,16 @@ def _draw_on_device(problem: ModuleType, shape: dict[str, Any], seed: int) -> li
 
 @dataclass
 class Timed:
-    """One forward's timing: the median (ms, the timer's), and the outputs kept for checking."""
+    """One forward's timing: the median (ms, the timer's), the outputs kept for checking (index
+    into the input sets, output), the number of timed trials and of input sets drawn."""
 
     median_ms: float
-    kept: list[tuple[int, Any]]  # (index into the input sets, the output of that timed call)
+    kept: list[tuple[int, Any]]
+    trials: int = 0
+    sets: int = 0
 
 
-def median_ms(fn: Any, inputs_sets: list[list[Any]], timer: Timer, spec: Spec, flush: Any,
+def median_ms(fn: Any, inputs_sets: list[list[Any]], timer: Timer, settings: TimingSettings, flush: Any,
               keep: Any = None) -> Timed:
     """`keep(i)`, asked after call `i` has returned and been timed, says whether to keep its output."""
     import torch
@@ -105,11 +123,12 @@ def median_ms(fn: Any, inputs_sets: list[list[Any]], timer: Timer, spec: Spec, f
         times.append(timer.time_ms(lambda a=inputs_sets[i], o=out: o.append(fn(*a)), stream))
         if keep is not None and keep(i):
             kept.append((i, _detached(out[0])))
-        if len(times) >= spec.min_trials and time.perf_counter() - start > spec.timing_budget_s:
+        if len(times) >= settings.min_trials and time.perf_counter() - start > settings.timing_budget_s:
             break
     times.sort()
     mid = len(times) // 2
-    return Timed(times[mid] if len(times) % 2 else 0.5 * (times[mid - 1] + times[mid]), kept)
+    median = times[mid] if len(times) % 2 else 0.5 * (times[mid - 1] + times[mid])
+    return Timed(median, kept, len(times), len(inputs_sets))
 
 
 def _detached(out: Any) -> Any:
@@ -120,32 +139,9 @@ def _detached(out: Any) -> Any:
     return out.clone() if type(out) is torch.Tensor else out
 
 
-def keeper(sets: list[list[Any]], seed: int) -> Any:
-    """Which timed outputs to keep: all of them where TIMED_MEMORY_BYTES holds them, else a random
-    share, drawn from a generator the candidate's calls do not advance."""
-    import random
-
-    share = min(1.0, TIMED_MEMORY_BYTES / max(_nbytes(sets[0]) * len(sets), 1))
-    rng = random.Random(seed)
-    return lambda _i: share >= 1.0 or rng.random() < max(share, 0.05)
-
-
-def check_timed(ref_model: Any, sets: list[list[Any]], kept: list[tuple[int, Any]]) -> None:
-    """The kept timed outputs against the reference on the same inputs (the correctness rule)."""
-    import torch
-
-    for i, out in kept:
-        expected = ref_model(*sets[i])
-        torch.cuda.synchronize()
-        reason, detail, _ = compare(out, expected)
-        if reason is not None:
-            raise Rejected("timed_output_mismatch", f"timed call {i - WARM_UP_CALLS + 1} ({reason}): {detail}; "
-                                                    "its correctness runs passed")
-
-
 def wall_estimate(fn: Any, sets: list[list[Any]]) -> float:
-    """The judge's own estimate of one call (ms): the wall clock of the fastest of WALL_BATCHES
-    synchronised batches, less a no-op's per-call cost through the same loop."""
+    """The judge's own estimate of one call (ms) of a forward in its own process: the wall clock of
+    the fastest of WALL_BATCHES synchronised batches, less a no-op's per-call cost through the same loop."""
     import torch
 
     batch = sets[-WALL_BATCH:]
@@ -177,26 +173,24 @@ def disturbed(median: float, wall: float) -> bool:
 
 @dataclass
 class Measured:
-    """One forward timed on fresh inputs: the timer's figure, the wall-clock estimate, the input sets
-    the timed calls used and the outputs kept, and whether other work disturbed every attempt."""
+    """One forward timed on fresh inputs in the judge's process: the timer's figure, the wall-clock
+    estimate, and whether other work disturbed every attempt."""
 
     timed: Timed
     wall_ms: float
-    sets: list[list[Any]]
     disturbed: bool
 
 
-def measure(fn: Any, draw: Any, timer: Timer, spec: Spec, flush: Any, keep_seed: int | None = None) -> Measured:
+def measure(fn: Any, draw: Any, timer: Timer, settings: TimingSettings, flush: Any) -> Measured:
     """Time `fn` on fresh input sets (`draw(attempt)`), again on new ones when other work disturbed
-    the trials, up to TIMING_ATTEMPTS times. With `keep_seed`, the timed outputs are kept."""
+    the trials, up to TIMING_ATTEMPTS times."""
     for attempt in range(TIMING_ATTEMPTS):
         sets = draw(attempt)
-        keep = keeper(sets, keep_seed + attempt) if keep_seed is not None else None
-        timed = median_ms(fn, sets, timer, spec, flush, keep)
+        timed = median_ms(fn, sets, timer, settings, flush)
         wall = wall_estimate(fn, sets)
         if not disturbed(timed.median_ms, wall):
-            return Measured(timed, wall, sets, False)
-    return Measured(timed, wall, sets, True)
+            return Measured(timed, wall, False)
+    return Measured(timed, wall, True)
 
 
 # ---------------------------------------------------------------- the reference-timing cache
@@ -233,90 +227,6 @@ def read_ref_cache(path: Path | None) -> RefCache:
         return RefCache(path, None)
 
 
-def _write_ref_cache(path: Path | None, ref_ms: float, compiled_ms: float | None) -> None:
+def write_ref_cache(path: Path | None, ref_ms: float, compiled_ms: float | None) -> None:
     if path is not None:
         atomic.write_json(path, {"ref_runtime_ms": ref_ms, "ref_compile_runtime_ms": compiled_ms})
-
-
-# ---------------------------------------------------------------- one shape
-
-
-def time_shape(problem: ModuleType, candidate: ModuleType, shape: dict[str, Any], spec: Spec,
-               harness: tuple[Timer, HarnessGuard], names: set[str], dtype: str, ref: RefCache,
-               progress: Progress | None = None) -> ShapeResult:
-    """Candidate, reference and torch.compile baseline timed the same way, one process at a time.
-
-    Cached reference figures (`ref`, read before the candidate was imported) replace timing the
-    reference again; torch.compile and the profiler's kernel share run outside the lock (kernel
-    durations are a ratio there, not a timing). The guard holds the reference model meanwhile and
-    is checked at the end.
-    """
-    import torch
-
-    timer, guard = harness
-    warm = [_draw_on_device(problem, shape, spec.timing_seed - 1 - i) for i in range(WARM_UP_CALLS)]
-    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
-
-    def draw(attempt: int) -> list[list[Any]]:  # inside the lock: no other worker times meanwhile
-        return fresh_sets(problem, shape, spec, spec.timing_seed + 100_000 * attempt)
-
-    with torch.no_grad(), held_models(problem, candidate, spec.seeds[0], guard, warm[0]) as (ref_model, new_model):
-        phase = progress.write if progress is not None else (lambda **_: None)
-        phase(phase="compile_baseline")
-        compiled_model = _compiled(ref_model, warm) if ref.figures is None and spec.compile_baseline else None
-        phase(phase="timing_wait")
-        with exclusive(spec.timing_lock):
-            phase(phase="timing")
-            cand = measure(new_model, draw, timer, spec, flush, keep_seed=spec.timing_seed)
-            check_consistent(cand.timed.median_ms, cand.wall_ms)
-            ref_ms, compiled_ms = ref.figures if ref.figures is not None else _time_reference(
-                (ref_model, compiled_model), draw, timer, spec, flush, ref)
-            # Under the lock too: its reference forwards would load the GPU under another's timing.
-            phase(phase="check_timed")
-            check_timed(ref_model, cand.sets, cand.timed.kept)
-        # Outside the lock, like the correctness runs: its few forwards barely load the GPU.
-        phase(phase="profile")
-        share = custom_share(new_model, warm[0], names)
-        guard.check()  # the timed forwards ran with the timer and the reference in reach
-    runtime = cand.timed.median_ms
-    return ShapeResult(shape=shape, correct=True, runtime_ms=runtime, ref_runtime_ms=ref_ms,
-                       ref_compile_runtime_ms=compiled_ms, speedup=ref_ms / runtime if runtime > 0 else None,
-                       roofline_share=_roofline(problem, shape, dtype, runtime, spec), custom_kernel_time_share=share,
-                       wall_runtime_ms=cand.wall_ms, timing_disturbed=cand.disturbed)
-
-
-def _time_reference(models: tuple[Any, Any], draw: Any, timer: Timer, spec: Spec, flush: Any,
-                    ref: RefCache) -> tuple[float, float | None]:
-    """The reference (and its torch.compile, when there is one) timed like the candidate; cached
-    only when other work disturbed neither."""
-    ref_model, compiled_model = models
-    measured = measure(ref_model, draw, timer, spec, flush)
-    compiled = measure(compiled_model, draw, timer, spec, flush) if compiled_model is not None else None
-    ref_ms, compiled_ms = measured.timed.median_ms, compiled.timed.median_ms if compiled is not None else None
-    if not measured.disturbed and not (compiled is not None and compiled.disturbed):
-        _write_ref_cache(ref.path, ref_ms, compiled_ms)
-    return ref_ms, compiled_ms
-
-
-def _compiled(ref_model: Any, sets: list[list[Any]]) -> Any:
-    """torch.compile of the reference, compiled and warmed up; None if it cannot compile."""
-    import torch
-
-    try:
-        compiled = torch.compile(ref_model)
-        for args in sets:
-            compiled(*args)
-        torch.cuda.synchronize()
-        return compiled
-    except Exception:  # noqa: BLE001 - the baseline is optional; its absence is reported as null
-        return None
-
-
-def _roofline(problem: ModuleType, shape: dict[str, Any], dtype: str, runtime_ms: float, spec: Spec) -> float | None:
-    if not (hasattr(problem, "flops") and hasattr(problem, "bytes_moved")) or runtime_ms <= 0:
-        return None
-    peaks = spec.peak_flops or {"float32": 67e12, "bfloat16": 790e12, "float16": 790e12, "int8": 1580e12}
-    t_flops = float(problem.flops(**shape)) / peaks.get(dtype, peaks["float32"])
-    t_bytes = float(problem.bytes_moved(**shape)) / spec.peak_bytes_per_s
-    t_sol_ms = max(1e3 * max(t_flops, t_bytes), spec.launch_floor_ms)
-    return t_sol_ms / runtime_ms

@@ -209,6 +209,59 @@ def _share(mask: Any) -> float:
     return float(mask.double().mean()) if mask.numel() else 0.0
 
 
+# ---------------------------------------------------------------- timed outputs, against float32
+
+
+CALIBRATED = "fp32_calibrated"
+
+
+@dataclass(frozen=True, slots=True)
+class TimedBound:
+    """How far the candidate's outputs were from the float32 reference's on the correctness draws
+    (which the full rule judged): the largest relative L2 error and the largest element error, both
+    relative to the reference's rms. The timed calls' outputs are held to a few times these."""
+
+    rel_l2: float = 0.0
+    max_rel: float = 0.0
+
+    def widened(self, out: Any, ref: Any) -> TimedBound:
+        """This bound grown to cover `out` (a correctness draw's output that passed)."""
+        rel_l2, max_rel = _against_fp32(out, ref)
+        return TimedBound(max(self.rel_l2, rel_l2), max(self.max_rel, max_rel))
+
+
+def _against_fp32(out: Any, ref: Any) -> tuple[float, float]:
+    import torch
+
+    if not ref.is_floating_point():
+        return 0.0, 0.0
+    fin = torch.isfinite(ref) & torch.isfinite(out)
+    o, r = out[fin].double(), ref[fin].double()
+    rms = _rms(r)
+    return _rel(_rms(o - r), rms), _rel(_max((o - r).abs()), rms)
+
+
+def judge_timed(out: Any, ref: Any, bound: TimedBound) -> Judgement:
+    """`fp32_calibrated`: a timed call's output against the float32 reference on the same inputs:
+    the NaN/inf pattern of the reference, a relative L2 error within 4x the correctness draws'
+    largest plus 16 eps, and no element further than 4x their largest element error plus 64 eps
+    (both relative to the reference's rms). Integer outputs: exact."""
+    import torch
+
+    if not ref.is_floating_point():
+        return _exact(out, ref)
+    mismatch = _pattern_mismatch(out, ref, "the reference")
+    if mismatch:
+        return Judgement(False, CALIBRATED, f"{CALIBRATED}: {mismatch[1]}", failed=mismatch[0])
+    eps = torch.finfo(ref.dtype).eps
+    rel_l2, max_rel = _against_fp32(out, ref)
+    l2_bound, max_bound = 4 * bound.rel_l2 + 16 * eps, 4 * bound.max_rel + 64 * eps
+    failed = "normwise" if rel_l2 > l2_bound else "elementwise" if max_rel > max_bound else ""
+    detail = (f"{CALIBRATED}: relative L2 error {rel_l2:.3g} of {l2_bound:.3g} allowed, largest element error "
+              f"{max_rel:.3g} of {max_bound:.3g} (relative to the reference's rms; bounds from the correctness draws)")
+    return Judgement(not failed, CALIBRATED, detail, failed, rel_err=rel_l2)
+
+
 # ---------------------------------------------------------------- the float64 reference
 
 

@@ -59,7 +59,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "3"
+JUDGE_VERSION = "4"
 
 STATUSES = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "not_verified")
 
@@ -135,6 +135,7 @@ class Verdict:
     seeds: list[int] = field(default_factory=list)  # correctness seeds drawn, per input distribution
     timing_seed: int | None = None  # first seed of the timed calls' fresh inputs (drawn by the judge)
     tolerance_rule: str = ""  # the rule(s) that judged correctness, comma-separated (verifier/tolerance.py)
+    isolation: str | None = None  # what confined the candidate's runner (user, landlock), as the judge set it up
 
     @classmethod
     def of(cls, reason: str, detail: str = "", **kw: Any) -> Verdict:

@@ -1,4 +1,4 @@
-"""Verify candidates against problems: static checks here, everything else in a worker process.
+"""Verify candidates against problems: static checks here, everything else in a judge process and its runner.
 A candidate that calls PyTorch compute, from ModelNew (`fallback_torch_op`, `WARNED_STATIC_REASONS`)
 or from its C++/CUDA host code, gets a warning on its verdict and goes on to the GPU run, where the
 custom-kernel share of device time decides (under `min_custom_share`: `fallback_runtime`).
@@ -158,7 +158,19 @@ def _death_verdict(returncode: int, state: dict) -> Verdict:
 
 
 def rss_bytes(pid: int) -> int:
-    """Resident memory of a process (0 once it is gone)."""
+    """Resident memory of a process and all its descendants (the judge and its runner); 0 once gone."""
+    total, todo, seen = 0, [pid], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        total += _own_rss(current)
+        todo += _children(current)
+    return total
+
+
+def _own_rss(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:
@@ -167,6 +179,17 @@ def rss_bytes(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                kids += [int(k) for k in fh.read().split()]
+    except (OSError, ValueError):
+        pass
+    return kids
 
 
 def watch(proc: subprocess.Popen, timeout_s: float, host_memory_bytes: int, poll_s: float = 0.25) -> tuple[str, bytes]:
@@ -194,7 +217,7 @@ def run_worker(spec: Spec, timeout_s: float, host_memory_gb: float = 0.0) -> Ver
         spec_path = Path(tmp) / "spec.json"
         spec.result = str(Path(tmp) / "result.json")
         spec_path.write_text(json.dumps(asdict(spec)))
-        cmd = [sys.executable, "-m", "kernelwright.verifier.worker", str(spec_path)]
+        cmd = [sys.executable, "-m", "kernelwright.verifier.judge", str(spec_path)]
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         outcome, err = watch(proc, timeout_s, int(host_memory_gb * 2**30))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import importlib.util
 import json
 import subprocess
 import sys
@@ -15,8 +14,8 @@ from typing import Any
 import pytest
 import torch
 
+from kernelwright.verifier import channel, inputs, isolation, profiling, runner, sandbox, spec, timer, timing, tolerance
 from kernelwright.verifier import guard as guard_module
-from kernelwright.verifier import inputs, isolation, profiling, spec, timer, timing, tolerance, worker
 from kernelwright.verifier.guard import GUARDED_MODULES, HARNESS_MODULES, HarnessGuard, held_models
 from kernelwright.verifier.isolation import Rejected, import_file
 
@@ -75,14 +74,14 @@ def test_harness_function_and_timer_method(guard: HarnessGuard, restore: list) -
 
 
 # one function of each of the harness's own modules: what a candidate would replace there
-HARNESS_FUNCTIONS = [(worker, "check_shape"), (spec, "Progress"), (isolation, "import_file"), (inputs, "compare"),
-                     (guard_module, "held_models"), (timer, "_cudart"), (timing, "median_ms"),
-                     (profiling, "custom_share"), (tolerance, "judge")]
+HARNESS_FUNCTIONS = [(runner, "serve"), (channel, "save_output"), (spec, "Progress"), (isolation, "import_file"),
+                     (inputs, "poison"), (guard_module, "held_models"), (timer, "_cudart"), (timing, "median_ms"),
+                     (profiling, "custom_share"), (tolerance, "judge"), (sandbox, "confine")]
 HARNESS_IDS = [mod.__name__.rsplit(".", 1)[-1] for mod, _ in HARNESS_FUNCTIONS]
 
 
 def test_every_harness_module_is_held(guard: HarnessGuard) -> None:
-    """The worker and each module it is split into, held as the modules the harness calls are."""
+    """The runner and each module it uses, held as the modules the harness calls are."""
     held = {hold.label: hold.mod for hold in guard.held_modules}
     assert all(held[name.rsplit(".", 1)[-1]] is sys.modules[name] for name in HARNESS_MODULES)
     assert sorted(mod.__name__ for mod, _ in HARNESS_FUNCTIONS) == sorted(HARNESS_MODULES)
@@ -95,50 +94,25 @@ def test_a_harness_module_function_replaced(guard: HarnessGuard, restore: list, 
     assert f"{mod.__name__.rsplit('.', 1)[-1]}.{name}" in _replaced(guard)
 
 
-@pytest.mark.parametrize("mod", [inputs, worker], ids=["inputs", "worker"])
-def test_a_comparison_that_always_agrees_is_caught(guard: HarnessGuard, restore: list, mod: ModuleType) -> None:
-    """`compare` replaced where it is defined (inputs) or in the worker, which calls it."""
-    restore.append((mod, "compare", mod.compare))
-    mod.compare = lambda out, ref: (None, "max abs err 0", 0.0)  # type: ignore[attr-defined]
-    assert f"{mod.__name__.rsplit('.', 1)[-1]}.compare" in _replaced(guard)
+@pytest.mark.parametrize("mod", [inputs, runner], ids=["inputs", "runner"])
+def test_a_poison_that_does_nothing_is_caught(guard: HarnessGuard, restore: list, mod: ModuleType) -> None:
+    """`poison` replaced where it is defined (inputs) or in the runner, which calls it."""
+    restore.append((mod, "poison", mod.poison))
+    mod.poison = lambda like: None  # type: ignore[attr-defined]
+    assert f"{mod.__name__.rsplit('.', 1)[-1]}.poison" in _replaced(guard)
 
 
-def test_the_worker_run_as_main_is_the_one_held(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`python -m kernelwright.verifier.worker` runs the worker as `__main__`, not under its name:
-    that module is the worker held, its Progress, Timer and Rejected are the ones the guard holds
-    and raises (single classes, from spec.py, timer.py and isolation.py), and the guard raises the
-    Rejected its `main` catches (a second copy of the worker would bring its own)."""
-    found = importlib.util.find_spec("kernelwright.verifier.worker")
-    assert found is not None and found.loader is not None
-    main = importlib.util.module_from_spec(found)  # as runpy runs it: __spec__.name is the dotted name
-    found.loader.exec_module(main)
-    monkeypatch.setitem(sys.modules, "__main__", main)
-    monkeypatch.delitem(sys.modules, "kernelwright.verifier.worker")
-    guard = HarnessGuard()
-    assert {hold.label: hold.mod for hold in guard.held_modules}["worker"] is main
-    assert main is not worker and {main.Progress, main.Timer} <= {cls for cls, _ in guard.held_classes}
-    assert (main.Progress, main.Timer, main.Rejected) == (spec.Progress, timer.Timer, isolation.Rejected)
-    monkeypatch.setattr(main, "check_shape", lambda *a: 0.0)
-    with pytest.raises(main.Rejected) as exc:
-        guard.check()
-    assert exc.value.detail == "replaced: worker.check_shape"
-
-
-def test_no_harness_module_imports_the_worker_and_all_it_loads_is_held() -> None:
-    """The modules the worker is split into do not import it (under `python -m` that would load a
-    second copy beside the one running), and importing the worker loads no kernelwright.verifier
-    module that the guard does not hold."""
-    others = [name for name in HARNESS_MODULES if not name.endswith(".worker")]
+def test_the_runner_loads_nothing_of_the_judge_and_all_it_loads_is_held() -> None:
+    """Importing the runner loads no kernelwright.verifier module that the guard does not hold, and
+    none of the judge's (the comparison's caller, the verdict's writer, the reference's timing)."""
     code = ("import json, sys\n"
-            f"for name in {others!r}:\n    __import__(name)\n"
-            "before = 'kernelwright.verifier.worker' in sys.modules\n"
-            "import kernelwright.verifier.worker\n"
-            "print(json.dumps([before, sorted(m for m in sys.modules if m.startswith('kernelwright.verifier.'))]))\n")
+            "import kernelwright.verifier.runner\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('kernelwright.verifier.'))))\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2])
-    before, loaded = json.loads(run.stdout)
-    assert before is False
-    assert set(loaded) <= {*HARNESS_MODULES, *GUARDED_MODULES}
+    loaded = set(json.loads(run.stdout))
+    assert loaded <= {*HARNESS_MODULES, *GUARDED_MODULES}
+    assert not {m for m in loaded if m.rsplit(".", 1)[-1].startswith("judge") or m.endswith(".verify")}
 
 
 def test_instance_attributes_and_shadowing_methods(guard: HarnessGuard) -> None:

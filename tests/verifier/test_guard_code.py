@@ -40,7 +40,7 @@ def _tampering(guard: HarnessGuard) -> str:
     return exc.value.detail
 
 
-@pytest.mark.parametrize("fn", [inputs.compare, tolerance.judge, timing.check_timed, timing.wall_estimate],
+@pytest.mark.parametrize("fn", [inputs.compare, inputs.poison, tolerance.judge, timing.median_ms, timing.wall_estimate],
                          ids=lambda f: f.__qualname__)
 def test_a_harness_function_given_other_code_is_caught(swap: Callable[[Any, Any], None], fn: Any) -> None:
     guard = HarnessGuard()

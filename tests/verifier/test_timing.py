@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 import torch
 
-from kernelwright.verifier import timing
+from kernelwright.verifier import judge_timing, timing
+from kernelwright.verifier.channel import ChannelBroken
 from kernelwright.verifier.isolation import Rejected
 from kernelwright.verifier.spec import Spec
+from kernelwright.verifier.tolerance import TimedBound
 
 
 @pytest.fixture()
@@ -34,28 +36,15 @@ def test_every_timed_call_gets_inputs_of_its_own(monkeypatch: pytest.MonkeyPatch
         return [torch.zeros(1024)]
 
     monkeypatch.setattr(timing, "draw_inputs", draw)
-    sets = timing.fresh_sets(SimpleNamespace(), {}, _spec(min_trials=10, max_trials=40), seed=500)
+    sets = timing.fresh_sets(SimpleNamespace(), {}, timing.TimingSettings(min_trials=10, max_trials=40), seed=500)
     assert len(sets) == timing.WARM_UP_CALLS + 40 and sorted(set(drawn)) == list(range(500, 543))
     monkeypatch.setattr(timing, "TIMED_MEMORY_BYTES", 4096 * 20)  # room for 20 sets of 4 KiB
     drawn.clear()
-    sets = timing.fresh_sets(SimpleNamespace(), {}, _spec(min_trials=10, max_trials=40), seed=0)
+    sets = timing.fresh_sets(SimpleNamespace(), {}, timing.TimingSettings(min_trials=10, max_trials=40), seed=0)
     assert len(sets) == 20 and len(set(drawn)) == 20
     monkeypatch.setattr(timing, "TIMED_MEMORY_BYTES", 4096)  # never fewer than warm-ups and min_trials
-    assert len(timing.fresh_sets(SimpleNamespace(), {}, _spec(min_trials=10), seed=0)) == timing.WARM_UP_CALLS + 10
-
-
-def test_all_timed_outputs_are_kept_where_memory_allows_else_a_random_share() -> None:
-    sets = [[torch.zeros(256)] for _ in range(50)]
-    keep = timing.keeper(sets, seed=3)
-    assert all(keep(i) for i in range(50))
-    big = [[torch.zeros(2**20)] for _ in range(4)]
-    old = timing.TIMED_MEMORY_BYTES
-    try:
-        timing.TIMED_MEMORY_BYTES = 2**20 * 4 * 4 // 2  # half of what the 4 outputs of 4 MiB would take
-        picks = [timing.keeper(big, seed=s)(0) for s in range(400)]
-        assert 0.35 < sum(picks) / len(picks) < 0.65
-    finally:
-        timing.TIMED_MEMORY_BYTES = old
+    few = timing.fresh_sets(SimpleNamespace(), {}, timing.TimingSettings(min_trials=10), seed=0)
+    assert len(few) == timing.WARM_UP_CALLS + 10
 
 
 class _Ref:
@@ -65,18 +54,31 @@ class _Ref:
 
 def test_a_wrong_timed_output_is_caught_even_when_the_correctness_runs_passed(
         no_cuda_sync: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    def compare(out: Any, ref: Any) -> tuple[str | None, str, float]:
-        ok = torch.equal(out, ref)
-        return (None if ok else "wrong_output"), "", 0.0
-
-    monkeypatch.setattr(timing, "compare", compare)
-    sets = [[torch.full((4,), float(i))] for i in range(8)]
-    honest = [(i, sets[i][0] * 2) for i in range(3, 8)]
-    timing.check_timed(_Ref(), sets, honest)
-    lazy = honest[:2] + [(5, sets[5][0] * 2 / 64)] + honest[3:]  # 1/64 of the work when timed
+    monkeypatch.setattr(judge_timing, "form_failure", lambda out, ref: None)  # CPU tensors here
+    monkeypatch.setattr(judge_timing, "draw_on_device", lambda problem, shape, seed: [torch.full((4,), float(seed))])
+    honest = [(i, torch.full((4,), float(100 + i)) * 2) for i in range(3, 8)]  # set i is the draw of seed + i
+    judge_timing.check_timed(None, {}, _Ref(), 100, honest, TimedBound(1e-7, 1e-6))  # type: ignore[arg-type]
+    lazy = honest[:2] + [(5, torch.full((4,), 105.0) * 2 / 64)] + honest[3:]  # 1/64 of the work when timed
     with pytest.raises(Rejected) as err:
-        timing.check_timed(_Ref(), sets, lazy)
+        judge_timing.check_timed(None, {}, _Ref(), 100, lazy, TimedBound(1e-7, 1e-6))  # type: ignore[arg-type]
     assert err.value.reason == "timed_output_mismatch" and "timed call 3" in err.value.detail
+
+
+def _time_reply(indices: list[int], trials: int, sets: int) -> dict[str, Any]:
+    return {"median_ms": 0.1, "trials": trials, "sets": sets, "kept": [[i, {"kind": "tensor"}] for i in indices]}
+
+
+@pytest.mark.parametrize(("indices", "trials", "keep_all"), [
+    ([3, 4], 3, True),  # one timed output withheld although all were asked for
+    ([3, 3, 4], 3, False),  # one output given twice
+    ([0, 3], 2, False),  # a warm-up call's output passed off as a timed one
+    ([3, 40], 2, False),  # an index past the sets drawn
+    ([], 2, False),  # nothing kept
+])
+def test_kept_outputs_that_do_not_match_the_timed_calls_are_broken(
+        tmp_path: Any, indices: list[int], trials: int, keep_all: bool) -> None:
+    with pytest.raises(ChannelBroken):
+        judge_timing._kept(_time_reply(indices, trials, 13), tmp_path, keep_all)
 
 
 def test_the_wall_clock_estimate_subtracts_a_no_op(no_cuda_sync: None) -> None:
@@ -108,23 +110,24 @@ def test_a_disturbed_timing_is_taken_again_on_new_inputs(monkeypatch: pytest.Mon
         drawn.append(attempt)
         return [[torch.zeros(1)]]
 
-    m = timing.measure(lambda x: x, draw, None, _spec(), None, keep_seed=1)  # type: ignore[arg-type]
+    m = timing.measure(lambda x: x, draw, None, timing.TimingSettings(), None)  # type: ignore[arg-type]
     assert drawn == [0, 1, 2] and not m.disturbed and m.timed.median_ms == 0.0098
 
 
 def test_a_timing_disturbed_every_time_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(timing, "median_ms", lambda *a, **k: timing.Timed(0.5, []))
     monkeypatch.setattr(timing, "wall_estimate", lambda fn, sets: 0.02)
-    m = timing.measure(lambda x: x, lambda a: [[None]], None, _spec(), None)  # type: ignore[arg-type]
+    m = timing.measure(lambda x: x, lambda a: [[None]], None, timing.TimingSettings(), None)  # type: ignore[arg-type]
     assert m.disturbed and m.timed.median_ms == 0.5
     assert not timing.disturbed(median=0.0098, wall=0.0337)  # a cold-L2 trial against warm batches
 
 
 def test_a_disturbed_reference_is_not_cached(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    monkeypatch.setattr(timing, "measure", lambda *a, **k: timing.Measured(timing.Timed(0.3, []), 0.03, [], True))
+    settings = timing.TimingSettings()
+    monkeypatch.setattr(judge_timing, "measure", lambda *a, **k: timing.Measured(timing.Timed(0.3, []), 0.03, True))
     ref = timing.RefCache(tmp_path / "ref.json", None)
-    assert timing._time_reference((object(), None), None, None, _spec(), None, ref) == (0.3, None)  # type: ignore[arg-type]
+    assert judge_timing.time_reference((object(), None), None, None, settings, None, ref) == (0.3, None)  # type: ignore[arg-type]
     assert not (tmp_path / "ref.json").exists()
-    monkeypatch.setattr(timing, "measure", lambda *a, **k: timing.Measured(timing.Timed(0.01, []), 0.03, [], False))
-    timing._time_reference((object(), None), None, None, _spec(), None, ref)  # type: ignore[arg-type]
+    monkeypatch.setattr(judge_timing, "measure", lambda *a, **k: timing.Measured(timing.Timed(0.01, []), 0.03, False))
+    judge_timing.time_reference((object(), None), None, None, settings, None, ref)  # type: ignore[arg-type]
     assert timing.read_ref_cache(tmp_path / "ref.json").figures == (0.01, None)

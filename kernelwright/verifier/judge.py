@@ -1,0 +1,117 @@
+"""The judge: one candidate, one problem; the verdict, reached outside the candidate's reach.
+
+    python -m kernelwright.verifier.judge SPEC.json      # started by kernelwright.verifier.verify
+
+The judge starts a runner (runner.py: the only process that runs the candidate's code, confined
+by sandbox.py) and keeps to itself what decides the verdict: the seeds (each sent with the call
+that uses it), the reference and its float64 twin, every expected output, the comparisons, the
+reference's timing and its cache, its own clock over the runner's timed batches, and the verdict
+file. Everything the runner says is data to check; a runner that dies, hangs, or answers with
+garbage gets a verdict (crash, exit_called, timeout, malformed_report), never an exception here.
+Protocol: docs/verification.md; reason codes: kernelwright.verifier.verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from kernelwright.verifier.channel import ChannelBroken, RunnerGone
+from kernelwright.verifier.isolation import Rejected, classify_failure, import_file
+from kernelwright.verifier.judge_checks import check_shape, outcome_of_death
+from kernelwright.verifier.judge_process import RUNNER_REASONS, started_runner
+from kernelwright.verifier.judge_timing import Link, RunnerRejected, time_shape
+from kernelwright.verifier.profiling import candidate_kernel_names
+from kernelwright.verifier.spec import Progress, Spec
+from kernelwright.verifier.summary import roofline, summarise
+from kernelwright.verifier.timing import read_ref_cache, ref_cache_path
+from kernelwright.verifier.verdict import ShapeResult, Verdict
+
+
+def verify(spec: Spec, progress: Progress, link: Link, problem: ModuleType) -> Verdict:
+    """Correctness on every shape, then timing, then a recheck on fresh inputs."""
+    import torch
+
+    shapes = getattr(problem, "SHAPES", None) or [{}]
+    dtype = str(getattr(problem, "DTYPE", "float32"))
+    refs = [read_ref_cache(ref_cache_path(problem, s, spec)) for s in shapes]
+    progress.write(phase="compile")
+    loaded = link.ask("load", shape=shapes[0])
+    compile_s = float(loaded.get("compile_s", 0.0)) if isinstance(loaded.get("compile_s"), int | float) else 0.0
+    progress.write(phase="correctness", compile_s=compile_s, build=str(loaded.get("build", ""))[:80])
+    with torch.no_grad():
+        checked = [check_shape(problem, s, spec, link, spec.seeds) for s in shapes]
+    results = [ShapeResult(shape=s, correct=True, max_abs_err=c.worst, tolerance_rule=c.rules)
+               for s, c in zip(shapes, checked, strict=True)]
+    if spec.timing:
+        names = sorted(candidate_kernel_names(Path(spec.candidate)))
+        results = [time_shape(problem, s, spec, link, c, r, progress, names)
+                   for s, c, r in zip(shapes, checked, refs, strict=True)]
+        for r, c in zip(results, checked, strict=True):
+            r.max_abs_err, r.tolerance_rule = c.worst, c.rules
+            r.roofline_share = roofline(problem, r.shape, dtype, r.runtime_ms or 0.0, spec)
+        low = [r for r in results if (r.custom_kernel_time_share or 0.0) < spec.min_custom_share]
+        if low:
+            raise Rejected("fallback_runtime", f"only {low[0].custom_kernel_time_share:.0%} of GPU time in the "
+                                               f"candidate's kernels on shape {low[0].shape}")
+        progress.write(phase="recheck")
+        with torch.no_grad():
+            for s in shapes:  # class 6: fresh inputs after timing
+                check_shape(problem, s, spec, link, (spec.timing_seed % 1000 + 97,))
+    link.ask("finish")
+    return summarise(results, compile_s)
+
+
+def judged(spec: Spec, progress: Progress) -> Verdict:
+    """The verdict, whatever the runner does."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    progress.write(phase="load_problem")
+    problem = import_file(Path(spec.problem), "kw_problem")
+    progress.write(phase="start_runner")
+    with started_runner(spec) as runner:
+        try:
+            runner.ready()
+            verdict = verify(spec, progress, runner.link, problem)
+        except RunnerRejected as rej:
+            verdict = (Verdict.of(rej.reason, rej.detail) if rej.reason in RUNNER_REASONS else
+                       Verdict.of("malformed_report", f"the runner reported reason {rej.reason!r}"))
+        except Rejected as rej:
+            verdict = Verdict.of(rej.reason, rej.detail)
+        except ChannelBroken as exc:
+            verdict = Verdict.of("malformed_report", f"the runner's reply: {exc}"[:500])
+        except RunnerGone as gone:
+            phase = str(progress.state.get("phase", ""))
+            verdict = outcome_of_death(gone, phase, runner.exit_code(), runner.stderr_tail())
+        verdict.isolation = runner.isolation or None
+    return verdict
+
+
+def main(argv: list[str]) -> int:
+    spec = Spec(**json.loads(Path(argv[0]).read_text()))
+    progress = Progress(Path(spec.result))
+    try:
+        verdict = judged(spec, progress)
+    except Rejected as rej:
+        verdict = Verdict.of(rej.reason, rej.detail)
+    except Exception as exc:  # noqa: BLE001 - the reference or a loaded output failed: a verdict all the same
+        reason, detail = classify_failure(exc)
+        verdict = Verdict.of(reason, detail)
+    if verdict.compile_s is None and isinstance(progress.state.get("compile_s"), float):
+        verdict.compile_s = progress.state["compile_s"]
+    verdict.build = str(progress.state.get("build") or "") or None
+    progress.write(phase="done")
+    verdict.phase_s = dict(progress.state["phase_s"])
+    progress.write(verdict=verdict.to_json())
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    os._exit(code)

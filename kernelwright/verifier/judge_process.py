@@ -1,0 +1,132 @@
+"""Starting the runner: its scratch folder, its user, its command line, and its end.
+
+- `runner_command`: `python -I` (no PYTHONPATH, no user site, no script folder on sys.path) with
+  the judge's own copy of the package put first on the path, so what the runner imports is what
+  the judge runs, from a folder the runner cannot write;
+- `started_runner`: the scratch folder (the problem and the candidate copied in, owned by the
+  runner's user), the runner started as that user with only the channel's pipes and its stderr
+  file, the `ready` reply awaited; on exit the runner is killed and the scratch removed;
+- `RUNNER_REASONS`: the rejections a runner may report of its own candidate. Anything else it
+  reports is `malformed_report`: no runner can hand out a pass, a speedup or another's reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO
+
+from kernelwright.verifier.channel import Channel, field
+from kernelwright.verifier.judge_timing import Link
+from kernelwright.verifier.sandbox import import_roots, make_scratch, remove_scratch, runner_env, runner_user
+from kernelwright.verifier.spec import Spec
+from kernelwright.verifier.timing import TimingSettings
+
+RUNNER_REASONS = frozenset({
+    "compile_error", "no_model_new", "launch_error", "input_mutation", "async_escape", "harness_tampering",
+    "illegal_memory_access", "out_of_memory", "exception",
+})
+READY_S = 180.0  # CUDA start-up of a runner on a busy GPU
+
+BOOT = ("import os, sys; roots = sys.argv.pop(1).split(os.pathsep); sys.path[:0] = roots; "
+        "from kernelwright.verifier.runner import main; main(sys.argv[1:])")
+
+
+def runner_command(settings_path: Path) -> list[str]:
+    return [sys.executable, "-I", "-c", BOOT, os.pathsep.join(import_roots()), str(settings_path)]
+
+
+def _settings(spec: Spec, scratch: Path) -> dict[str, object]:
+    return {"problem": str(scratch / "problem.py"), "candidate": str(scratch / "candidate.py"),
+            "scratch": str(scratch), "memory_fraction": spec.memory_fraction, "split_build": spec.split_build,
+            "pch_lock": spec.pch_lock, "profiler_warm_up": spec.timing and spec.profiler_warm_up,
+            "timing": asdict(TimingSettings.of(spec))}
+
+
+def _prepare(spec: Spec, scratch: Path) -> Path:
+    """Copy the problem and the candidate into the scratch folder and write the runner's settings."""
+    shutil.copyfile(spec.problem, scratch / "problem.py")
+    shutil.copyfile(spec.candidate, scratch / "candidate.py")
+    path = scratch / "settings.json"
+    path.write_text(json.dumps(_settings(spec, scratch)))
+    user = runner_user()
+    for item in (scratch / "problem.py", scratch / "candidate.py", path):
+        if user is not None:
+            os.chown(item, user[0], user[1])
+    return path
+
+
+@dataclass
+class RunnerHandle:
+    """A started runner: the judge's link to it, the process, what confines it, its stderr file."""
+
+    link: Link
+    proc: subprocess.Popen
+    err: IO[bytes]
+    isolation: str = ""
+
+    def ready(self) -> None:
+        """Wait for the runner's `ready` (RunnerGone or ChannelBroken if it never comes)."""
+        self.isolation = _isolation(self.link.channel.receive(READY_S))
+
+    def exit_code(self, wait_s: float = 5.0) -> int | None:
+        """The runner's exit status once it ended by itself (None: still running after `wait_s`)."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return self.proc.wait(timeout=wait_s)
+        return None
+
+    def stderr_tail(self, limit: int = 800) -> str:
+        """The end of what the runner wrote on stderr (the candidate's prints among it)."""
+        with contextlib.suppress(OSError, ValueError):
+            self.err.seek(0, os.SEEK_END)
+            self.err.seek(max(0, self.err.tell() - limit))
+            return self.err.read().decode(errors="replace")
+        return ""
+
+
+@contextlib.contextmanager
+def started_runner(spec: Spec) -> Iterator[RunnerHandle]:
+    """A started runner (call `ready` first); killed and its scratch folder removed on exit."""
+    scratch = make_scratch()
+    with tempfile.TemporaryFile(prefix="kw_runner_err_") as err:
+        proc = _start(spec, scratch, err.fileno())
+        link = Link(Channel(proc.stdin.fileno(), proc.stdout.fileno()), scratch / "out")  # type: ignore[union-attr]
+        try:
+            yield RunnerHandle(link, proc, err)
+        finally:
+            _stop(proc)
+            remove_scratch(scratch)
+
+
+def _isolation(ready: dict[str, object]) -> str:
+    user = runner_user()
+    who = f"user {user[2]}" if user is not None else f"uid {os.getuid()} (the judge's)"
+    return f"{who}, {str(field(ready, 'isolation', str))[:80]}, python -I, no network"
+
+
+def _start(spec: Spec, scratch: Path, err_fd: int) -> subprocess.Popen:
+    user = runner_user()
+    extra = {"user": user[0], "group": user[1], "extra_groups": []} if user is not None else {}
+    return subprocess.Popen(runner_command(_prepare(spec, scratch)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=err_fd, cwd=scratch, env=runner_env(scratch), close_fds=True,
+                            **extra)  # type: ignore[call-overload]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    for pipe in (proc.stdin, proc.stdout):
+        with contextlib.suppress(OSError):
+            if pipe is not None:
+                pipe.close()
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)

@@ -1,0 +1,255 @@
+"""The runner: the only process that runs a candidate's code. It holds no verdict and no expected output.
+
+    python -I -c "<path bootstrap>" SETTINGS.json      # started by kernelwright.verifier.judge
+
+The judge starts it as an unprivileged user (when the judge is root) in a private scratch folder,
+isolated from writable import paths (`python -I`; the package is imported from the judge's own
+copy, which the runner cannot write); the runner confines itself with Landlock (sandbox.py) and
+cuts its network before it imports the candidate. Then it answers requests on the channel
+(channel.py), one at a time:
+
+| op | does | replies |
+| --- | --- | --- |
+| load | imports the problem and the candidate (the build) | compile_s, build |
+| call | draws the inputs of (shape, seed, distribution), runs ModelNew `repeat` times | output files |
+| time | times ModelNew on fresh inputs from the judge's seed (timer.py), keeps the outputs | median_ms, kept |
+| prepare_wall / run_wall | a batch of calls the judge times on its own clock (or a no-op batch) | - |
+| share | the profiler's share of GPU time in the candidate's kernels | share |
+| finish | the guard and the thread count, a last time | - |
+
+A reply is the runner's word, checked by the judge; a rejection the runner finds in itself (a
+launch error, a changed input, the harness tampered with) is a reply too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kernelwright.verifier.channel import RunnerEnd, save_output
+from kernelwright.verifier.guard import HarnessGuard
+from kernelwright.verifier.inputs import clone, draw_check_inputs, draw_inputs, poison
+from kernelwright.verifier.isolation import (
+    BUILD_PATHS,
+    Rejected,
+    classify_failure,
+    import_file,
+    no_network,
+    patch_load_inline,
+    thread_count,
+)
+from kernelwright.verifier.profiling import custom_share, profiler_started_alongside
+from kernelwright.verifier.sandbox import confine
+from kernelwright.verifier.timer import Timer
+from kernelwright.verifier.timing import TimingSettings, draw_on_device, fresh_sets, median_ms
+
+
+class Runner:
+    """The candidate's side of the protocol: one instance of ModelNew per (shape, init seed)."""
+
+    def __init__(self, settings: dict[str, Any], scratch: Path, end: RunnerEnd) -> None:
+        self.settings, self.scratch, self.end = settings, scratch, end
+        self.outbox = scratch / "out"
+        self.problem: Any = None  # the problem module, once loaded
+        self.candidate: ModuleType | None = None
+        self.timer: Timer | None = None
+        self.guard: HarnessGuard | None = None
+        self.models: dict[str, Any] = {}
+        self.wall: list[list[Any]] = []
+        self.wall_model: Any = None
+        self.threads = 0
+        self.count = 0
+        self.timing = TimingSettings(**settings["timing"])
+
+    # ------------------------------------------------------------ ops
+
+    def load(self, req: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        self.problem = import_file(Path(self.settings["problem"]), "kw_problem")
+        guard = HarnessGuard()
+        guard.watch_module(self.problem, "problem")
+        start = time.perf_counter()
+        try:
+            with profiler_started_alongside(bool(self.settings["profiler_warm_up"])):
+                self.candidate = import_file(Path(self.settings["candidate"]), "kw_candidate")
+        except Exception as exc:  # noqa: BLE001 - any import failure of the candidate is its compile error
+            raise Rejected("compile_error", f"{type(exc).__name__}: {str(exc)[-1500:]}") from None
+        compile_s = time.perf_counter() - start
+        guard.check()
+        if not hasattr(self.candidate, "ModelNew"):
+            raise Rejected("no_model_new", "the candidate defines no ModelNew")
+        self.timer = Timer()
+        guard.watch_instance(self.timer, "timer")
+        guard.watch_instance(self.timer.rt, "timer.rt")
+        self.guard = guard
+        self._warm_up(req["shape"])
+        torch.cuda.synchronize()
+        self.threads = thread_count()
+        return {"compile_s": compile_s, "build": ",".join(BUILD_PATHS)}
+
+    def call(self, req: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        model = self._model(req)
+        inputs = draw_check_inputs(self.problem, req["shape"], int(req["seed"]), str(req["dist"]))
+        like = torch.empty(req["like"]["shape"], dtype=getattr(torch, req["like"]["dtype"]), device="cuda")
+        outs = [self._run_checked(model, clone(inputs), like) for _ in range(int(req["repeat"]))]
+        return {"outputs": [self._save(out) for out in outs]}
+
+    def time(self, req: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        model = self._model(req)
+        sets = fresh_sets(self.problem, req["shape"], self.timing, int(req["seed"]))
+        flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
+        keep = set(range(len(sets))) if req["keep_all"] else _random_indices(len(sets), int(req["keep_seed"]))
+        assert self.timer is not None
+        with torch.no_grad():
+            timed = median_ms(model, sets, self.timer, self.timing, flush, keep.__contains__)
+        del sets, flush
+        kept = [[i, self._save(out)] for i, out in timed.kept]
+        return {"median_ms": timed.median_ms, "trials": timed.trials, "sets": timed.sets, "kept": kept}
+
+    def prepare_wall(self, req: dict[str, Any]) -> dict[str, Any]:
+        seed = int(req["seed"])
+        self.wall = [draw_on_device(self.problem, req["shape"], seed + i) for i in range(int(req["count"]))]
+        self.wall_model = self._model(req)
+        return {}
+
+    def run_wall(self, req: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        fn = (lambda *_: None) if req["noop"] else self.wall_model
+        torch.cuda.synchronize()
+        with torch.no_grad():
+            for args in self.wall:
+                fn(*args)
+        torch.cuda.synchronize()
+        return {}
+
+    def share(self, req: dict[str, Any]) -> dict[str, Any]:
+        model = self._model(req)
+        inputs = draw_on_device(self.problem, req["shape"], int(req["seed"]))
+        return {"share": custom_share(model, inputs, set(map(str, req["names"])))}
+
+    def finish(self, _req: dict[str, Any]) -> dict[str, Any]:
+        assert self.guard is not None
+        self.guard.check()
+        if thread_count() > self.threads:
+            raise Rejected("async_escape", f"the candidate started {thread_count() - self.threads} thread(s)")
+        return {}
+
+    # ------------------------------------------------------------ parts
+
+    def _model(self, req: dict[str, Any]) -> Any:
+        import torch
+
+        key = json.dumps([req["shape"], req["init_seed"]], sort_keys=True)
+        if key not in self.models:
+            assert self.problem is not None and self.candidate is not None
+            torch.manual_seed(int(req["init_seed"]))
+            self.models[key] = self.candidate.ModelNew(*self.problem.get_init_inputs()).cuda().eval()
+        return self.models[key]
+
+    def _run_checked(self, model: Any, inputs: list[Any], like: Any) -> Any:
+        import torch
+
+        assert self.timer is not None and self.guard is not None
+        originals = clone(inputs)
+        poison(like)
+        with torch.no_grad():
+            out = model(*inputs)
+        torch.cuda.current_stream().synchronize()
+        snapshot = out.clone() if type(out) is torch.Tensor else out
+        torch.cuda.synchronize()
+        err = self.timer.pending_error()
+        if err:
+            raise Rejected("launch_error", f"CUDA error {err} left pending by the candidate's launch")
+        self.guard.check()
+        for a, b in zip(inputs, originals, strict=True):
+            if isinstance(a, torch.Tensor) and not torch.equal(a, b):
+                raise Rejected("input_mutation", "the forward changed an input tensor in place")
+        if type(out) is torch.Tensor and not torch.equal(snapshot.nan_to_num(), out.nan_to_num()):
+            raise Rejected("async_escape", "the output changed after the current stream finished: work on a "
+                                           "side stream")
+        return out
+
+    def _save(self, out: Any) -> dict[str, Any]:
+        self.count += 1
+        return save_output(out, self.outbox, f"{self.count}.bin")
+
+    def _warm_up(self, shape: dict[str, Any]) -> None:
+        """Start the thread pools torch itself uses (CPU input draws, CUDA) before counting threads:
+        one draw, on the CPU and on the GPU."""
+        import torch
+
+        assert self.problem is not None
+        draw_inputs(self.problem, shape, 0, "heavy_tailed")
+        torch.cuda.synchronize()
+
+
+def _random_indices(count: int, seed: int) -> set[int]:
+    """A random quarter of the timed calls (at least one), drawn from the judge's seed."""
+    import random
+
+    rng = random.Random(seed)
+    return set(rng.sample(range(count), max(1, count // 4)))
+
+
+OPS = ("load", "call", "time", "prepare_wall", "run_wall", "share", "finish")
+
+
+def serve(runner: Runner) -> None:
+    while (req := runner.end.next_request()) is not None:
+        op = str(req.get("op"))
+        if op not in OPS:
+            runner.end.reply(op, rejected="exception", detail=f"unknown op {op!r}")
+            continue
+        try:
+            runner.end.reply(op, **getattr(runner, op)(req))
+        except Rejected as rej:
+            runner.end.reply(op, rejected=rej.reason, detail=rej.detail)
+        except Exception as exc:  # noqa: BLE001 - the candidate's failure is a reply, not the runner's end
+            reason, detail = classify_failure(exc)
+            runner.end.reply(op, rejected=reason, detail=detail)
+        if op == "finish":
+            break
+
+
+def _die_with_parent() -> None:
+    """SIGKILL when the judge dies (the judge kills the runner itself otherwise)."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def main(argv: list[str]) -> None:
+    settings = json.loads(Path(argv[0]).read_text())
+    end = RunnerEnd()
+    _die_with_parent()
+    scratch = Path(settings["scratch"])
+    os.chdir(scratch)
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.cuda.init()
+    torch.cuda.set_per_process_memory_fraction(float(settings["memory_fraction"]))
+    isolation = confine([scratch])
+    no_network()
+    patch_load_inline(str(scratch / "builds"), bool(settings["split_build"]), settings.get("pch_lock"))
+    end.reply("ready", isolation=isolation)
+    serve(Runner(settings, scratch, end))
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown: a candidate's atexit hooks cannot run after the last reply
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

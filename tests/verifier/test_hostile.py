@@ -1,0 +1,68 @@
+"""Hostile candidates change nothing outside their runner's scratch folder and no other verdict.
+
+A hostile fixture (`"hostile": true` in expected.json) forges verdicts, poisons the reference-timing
+cache or plants modules for later runs. Run after honest candidates have filled the caches; the
+installed package, the caches, the working folder and every import folder are fingerprinted before
+and after, and an honest candidate verified after them gets the verdict and figures it got before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import kernelwright
+from kernelwright.verifier.verify import VerifyConfig, verify_many
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
+EXPECTED: dict[str, dict] = json.loads((FIXTURES / "expected.json").read_text())
+HOSTILE = sorted(n for n, e in EXPECTED.items() if e.get("hostile"))
+CONTROL = "honest_affine.py"
+
+
+def _cfg(name: str, cache: Path) -> VerifyConfig:
+    return VerifyConfig(problem=str(FIXTURES / "problems" / EXPECTED[name]["problem"]),
+                        candidate=str(FIXTURES / "candidates" / name), timeout_s=240.0, compile_baseline=False,
+                        build_cache=str(cache))
+
+
+def _tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every file beneath `root` (bytecode caches left out: the judge's own imports write them)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def fingerprint(cache: Path) -> dict[str, object]:
+    """The package and the caches file by file; the working folder and every import folder by name."""
+    package = Path(kernelwright.__file__).resolve().parent
+    folders = {Path.cwd(), *(Path(p) for p in sys.path if p and os.path.isdir(p))}
+    return {"package": _tree_digest(package), "cache": _tree_digest(cache),
+            "names": {str(f): sorted(os.listdir(f)) for f in folders}}
+
+
+@pytest.mark.gpu
+def test_hostile_candidates_change_no_file_and_no_other_verdict(tmp_path: Path) -> None:
+    cache = tmp_path / "builds"
+    before_control = verify_many([_cfg(CONTROL, cache)], jobs=1)[0]
+    assert before_control.correct, before_control.detail
+    before = fingerprint(cache)
+    verdicts = verify_many([_cfg(n, cache) for n in HOSTILE], jobs=8)
+    after_control = verify_many([_cfg(CONTROL, cache)], jobs=1)[0]
+    after = fingerprint(cache)
+    got = {n: (v.reason, v.detail[:200], v.isolation) for n, v in zip(HOSTILE, verdicts, strict=True)}
+    (tmp_path / "hostile_verdicts.json").write_text(json.dumps(got, indent=1))
+    assert {n: r for n, (r, _, _) in got.items()} == {n: EXPECTED[n]["reason"] for n in HOSTILE}, got
+    assert after["package"] == before["package"]
+    assert after["names"] == before["names"]
+    assert after["cache"] == before["cache"]
+    assert after_control.correct and after_control.ref_runtime_ms == before_control.ref_runtime_ms
+    assert after_control.speedup is not None and before_control.speedup is not None
+    assert 0.5 < after_control.speedup / before_control.speedup < 2.0

@@ -25,8 +25,8 @@ from kernelwright.verifier.verify import (
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 EXPECTED: dict[str, dict[str, str]] = json.loads((FIXTURES / "expected.json").read_text())
 STATIC_REASONS = {"fallback_try_except", "harness_tampering", "no_kernel", "syntax_error"}
-# tampering with no static trace: the worker's guard catches it
-RUN_TIME_ONLY = {"patch_harness_method.py", "patch_reference_model.py"}
+# tampering with no static trace: the runner's guard catches it
+RUN_TIME_ONLY = {"patch_harness_method.py", "patch_reference_model.py", "code_swap_compare.py"}
 
 
 def _cfg(name: str, **kw) -> VerifyConfig:
@@ -104,11 +104,16 @@ def test_fixtures_give_their_verdicts_on_gpu(tmp_path: Path) -> None:
                  build_cache=str(tmp_path / "builds")) for n in names]
     verdicts = verify_many(cfgs, jobs=8)
     got = {n: (v.reason, v.detail[:300]) for n, v in zip(names, verdicts, strict=True)}
-    (tmp_path / "verdicts.json").write_text(json.dumps(got, indent=1))
+    (tmp_path / "verdicts.json").write_text(json.dumps({n: v.to_json() for n, v in zip(names, verdicts, strict=True)},
+                                                       indent=1))
     wrong = {n: got[n] for n in names if got[n][0] != EXPECTED[n]["reason"]}
     assert not wrong, wrong
     warned = {n: v for n, v in zip(names, verdicts, strict=True) if "warning" in EXPECTED[n]}
-    assert all(v.warnings == [EXPECTED[n]["warning"]] for n, v in warned.items()), warned
+    # the static finding is recorded; a timing note (a speedup over 10x, disturbed timings) may join it
+    timing_notes = ("speedup ", "other work on the GPU")
+    assert all(EXPECTED[n]["warning"] in v.warnings and all(
+        w == EXPECTED[n]["warning"] or w.startswith(timing_notes) for w in v.warnings)
+        for n, v in warned.items()), {n: v.warnings for n, v in warned.items()}
     assert all((v.custom_kernel_time_share or 0.0) >= 0.1 for v in warned.values() if v.correct), warned
     by_name = dict(zip(names, verdicts, strict=True))
     for n, spec in EXPECTED.items():  # a replay that is timed honestly is no faster than honest code

@@ -144,6 +144,26 @@ def _serve(argv: Sequence[str]) -> int:
     return run_serve(cfg, announce=console.print)
 
 
+def _base_model(argv: Sequence[str]) -> int:
+    from kernelwright.base_model.pretrain import PretrainConfig, check_arguments, pretrain
+
+    args = list(argv)
+    if args and args[0] in ("-h", "--help"):
+        args = ["pretrain", *args]
+    if not args or args[0] != "pretrain":
+        raise UsageError("usage: kernelwright base-model pretrain [--size tiny|small] [--minutes N] [--out DIR]")
+    cfg = parse_config(PretrainConfig, args[1:], "kernelwright base-model pretrain",
+                       "Pretrain a code base model on the code of the installed packages.")
+    check_arguments(cfg)  # before the MLflow store is touched
+    r = _in_stage_run("base-model", cfg.workdir, lambda: pretrain(cfg))
+    what = "reused (same corpus digest and config)" if r.reused else (
+        f"pretrained in {r.wall_s:.0f} s: {r.steps} steps, {r.tokens} tokens, loss {r.final_loss:.3f}, "
+        f"held-out {r.heldout_bits_per_char:.3f} bits/char")
+    console.print(f"[green]base model[/] -> {r.path} ({r.parameters / 1e6:.2f}M parameters) {what}; "
+                  f"corpus {r.corpus_digest[:12]}, registered version {r.registered_version}")
+    return 0
+
+
 def _mlflow_server(argv: Sequence[str]) -> int:
     from kernelwright.workdir import artifact_root, resolve_workdir, tracking_uri
 
@@ -190,6 +210,7 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "retrain": (_retrain, "curate -> train -> evaluate -> gate, once per new set of inputs (locked, resumable)"),
     "promote": (_promote, "move the champion alias by hand (--rollback: back to previous-champion)"),
     "schedule": (_schedule, "run retrain on a cron schedule (persistent job store, no overlap)"),
+    "base-model": (_base_model, "pretrain the code base model (tiny on a CPU, small on a GPU) and register it"),
     "mlflow-server": (_mlflow_server, "MLflow tracking + registry server over the work folder"),
 }
 

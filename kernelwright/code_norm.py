@@ -27,6 +27,11 @@ def _text_tokens(text: str) -> list[str]:
     return _TOKEN.findall(_C_COMMENT.sub(" ", text))
 
 
+def c_code_tokens(text: str) -> list[str]:
+    """Tokens of C/C++/CUDA text (a header, a .cu file), split as CUDA string contents are, comments gone."""
+    return _text_tokens(text)
+
+
 def code_tokens(text: str) -> list[str]:
     """Tokens of a Python file (CUDA string contents included) with comments and whitespace gone."""
     try:

@@ -59,8 +59,14 @@ def build_index(folders: Iterable[str | Path], n: int) -> EvalIndex:
 
 def matches(index: EvalIndex, texts: Sequence[str], min_share: float) -> list[tuple[str, float]]:
     """(problem, share of its n-grams found in `texts` together) above `min_share`, best first."""
+    return gram_matches(index, set().union(*(shingles(code_tokens(t), index.n) for t in texts)), min_share)
+
+
+def gram_matches(index: EvalIndex, grams: set[str], min_share: float) -> list[tuple[str, float]]:
+    """(problem, share of its n-grams among `grams`) above `min_share`, best first: `matches` for
+    n-grams the caller made itself (e.g. of C/CUDA text, `code_norm.c_code_tokens`)."""
     hits: Counter[str] = Counter()
-    for g in set().union(*(shingles(code_tokens(t), index.n) for t in texts)):
+    for g in grams:
         hits.update(index.grams.get(g, ()))
     shares = [(p, c / index.problems[p]) for p, c in hits.items() if index.problems[p]]
     return sorted(((p, round(s, 4)) for p, s in shares if s > min_share), key=lambda x: (-x[1], x[0]))

@@ -2,7 +2,8 @@
 
 Layers, bottom up:
 - base: errors, atomic, config, workdir, tracking, prompting, code_norm;
-- shared: cuda (CUDA source tools), models, seed, verifier, generation, decontaminate;
+- shared: cuda (CUDA source tools), models, base_model (the pretrained base), seed, verifier, generation,
+  decontaminate;
 - stages: curation, training, evaluation, serving;
 - orchestration: pipeline, cli (and later serve, retrain), which alone compose stages.
 
@@ -20,7 +21,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kernelwright"
 BASE = {"__init__", "errors", "atomic", "config", "workdir", "tracking", "prompting", "code_norm"}
-SHARED = {"cuda", "models", "seed", "verifier", "generation", "decontaminate"}
+SHARED = {"cuda", "models", "seed", "verifier", "generation", "decontaminate", "base_model"}
 STAGES = {"curation", "training", "evaluation", "serving"}
 ORCHESTRATION = {"pipeline", "cli", "serve", "retrain"}
 RANK = {**dict.fromkeys(BASE, 0), **dict.fromkeys(SHARED, 1), **dict.fromkeys(STAGES, 2),

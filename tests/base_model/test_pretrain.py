@@ -1,0 +1,114 @@
+"""Pretraining a micro base model on a small corpus: loss falls, resume continues, reuse by digest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+from kernelwright.base_model.loop import STATE_FILE, LoopPlan, LoopState, cosine_lr, schedule_position
+from kernelwright.base_model.pretrain import META_FILE, REGISTERED_BASE, PretrainConfig, _new_model, pretrain
+from kernelwright.cli import main
+from kernelwright.models import load_base_model, load_tokenizer
+from kernelwright.tracking import EXPERIMENT
+
+STEPS = 24
+
+
+def _cfg(code_dir: Path, out: Path, **kw) -> PretrainConfig:
+    return PretrainConfig(size="micro", source=[str(code_dir)], out=str(out), workdir=str(out.parent / "wd"),
+                          max_steps=STEPS, warmup_steps=4, register=False, **kw)
+
+
+def test_loss_falls_and_the_result_is_an_hf_checkpoint(code_dir: Path, tmp_path: Path) -> None:
+    result = pretrain(_cfg(code_dir, tmp_path / "base"))
+    meta = json.loads((result.path / META_FILE).read_text())
+    losses = [loss for _, loss in meta["losses"]]
+    assert result.steps == STEPS and not result.reused
+    assert losses[-1] < losses[0] - 0.5
+    assert meta["corpus"]["excluded"] == 1 and meta["corpus_digest"] == result.corpus_digest
+    tokenizer = load_tokenizer(result.path)
+    model = load_base_model(result.path, device="cpu")
+    fresh = _new_model(_cfg(code_dir, tmp_path / "x").preset(), tokenizer, seed=0)
+    changed = [n for n, p in model.named_parameters() if not torch.equal(p, fresh.state_dict()[n])]
+    assert len(changed) == len(list(model.parameters()))
+    assert tokenizer.chat_template and "<|im_start|>" in tokenizer.get_vocab()
+    assert meta["heldout"]["samples"] > 0 and meta["heldout"]["bits_per_char"] > 0
+    assert not (tmp_path / ".base.pretrain").exists()  # the checkpoint goes once the model is written
+
+
+def test_reused_when_digest_and_config_match_else_built_again(code_dir: Path, tmp_path: Path) -> None:
+    first = pretrain(_cfg(code_dir, tmp_path / "base"))
+    again = pretrain(_cfg(code_dir, tmp_path / "base"))
+    assert again.reused and again.key == first.key and again.path == first.path
+    assert not pretrain(_cfg(code_dir, tmp_path / "base", seed=1)).reused
+    (code_dir / "bisect.py").write_text("def f(x):\n    return x + 1\n" * 50)
+    rebuilt = pretrain(_cfg(code_dir, tmp_path / "base", seed=1))
+    assert not rebuilt.reused and rebuilt.corpus_digest != first.corpus_digest
+
+
+def test_an_interrupted_run_resumes_where_it_stopped(code_dir: Path, tmp_path: Path) -> None:
+    whole = pretrain(_cfg(code_dir, tmp_path / "whole"))
+
+    def stop_at_10(state: LoopState) -> None:
+        if state.step == 10:
+            raise KeyboardInterrupt
+
+    cfg = _cfg(code_dir, tmp_path / "split")
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(cfg, on_step=stop_at_10)
+    saved = torch.load(tmp_path / ".split.pretrain" / STATE_FILE, weights_only=False)
+    assert saved["loop"]["step"] == 10 and saved["loop"]["blocks"] == 40
+    seen: list[int] = []
+    resumed = pretrain(cfg, on_step=lambda s: seen.append(s.step))
+    assert seen[0] == 11 and resumed.steps == STEPS
+    a = load_base_model(whole.path, device="cpu").state_dict()
+    b = load_base_model(resumed.path, device="cpu").state_dict()
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+
+
+def test_cosine_schedule_warms_up_then_decays_to_the_floor() -> None:
+    lrs = [cosine_lr(s, max(s - 10, 0) / 90, 10, 1.0, 0.1) for s in range(101)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:], strict=False)) and lrs[100] == pytest.approx(0.1)
+
+
+def test_the_schedule_follows_steps_or_time_whichever_is_further() -> None:
+    plan = LoopPlan(batch_size=1, learning_rate=1.0, warmup_steps=2, max_steps=100, budget_s=10.0)
+    assert schedule_position(LoopState(step=50, spent_s=2.0, budget_s=10.0), plan) == pytest.approx(0.5)
+    assert schedule_position(LoopState(step=10, spent_s=8.0, budget_s=10.0), plan) == pytest.approx(0.8)
+    assert schedule_position(LoopState(step=10, spent_s=80.0, budget_s=10.0), plan) == 1.0
+
+
+def test_cli_logs_the_run_and_registers_the_base(code_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    wd = tmp_path / "wd"
+    args = ["base-model", "pretrain", "--size", "micro", "--source", str(code_dir), "--max-steps", "6",
+            "--warmup-steps", "2", "--workdir", str(wd)]
+    assert main(args) == 0
+    client = MlflowClient(f"sqlite:///{wd / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    assert exp is not None
+    run = client.search_runs([exp.experiment_id], filter_string="tags.`kernelwright.stage` = 'base-model'")[0]
+    assert len(run.data.params["base.corpus_digest"]) == 64 and run.data.params["base.size"] == "micro"
+    assert run.data.params["base.corpus_excluded"] == "1"
+    assert len(client.get_metric_history(run.info.run_id, "loss")) >= 2
+    assert "heldout.bits_per_char" in run.data.metrics
+    versions = client.search_model_versions(f"name='{REGISTERED_BASE}'")
+    assert [v.run_id for v in versions] == [run.info.run_id]
+    assert (wd / "base-model" / "config.json").is_file()
+    assert main(args) == 0  # reused: same digest and config
+    assert len(client.search_model_versions(f"name='{REGISTERED_BASE}'")) == 1
+
+
+@pytest.mark.parametrize("argv", [["base-model"], ["base-model", "train"], ["base-model", "pretrain", "--size", "huge"],
+                                  ["base-model", "pretrain", "--minutes", "-1"],
+                                  ["base-model", "pretrain", "--source", "/no/such/folder"],
+                                  ["base-model", "pretrain", "--decontaminate-against", "/no/such/folder"]])
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], tmp_path: Path, capsys) -> None:
+    assert main([*argv, "--workdir", str(tmp_path)] if len(argv) > 2 else argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "error" in err.lower()

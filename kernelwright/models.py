@@ -1,10 +1,12 @@
 """Models and tokenizers: a user's local HF checkpoint, a tiny one built here, or a registry URI.
 
-    .venv/bin/python -m kernelwright.models   # builds ./.kernelwright/base-model
+    .venv/bin/python -m kernelwright.models   # pretrains (or reuses) ./.kernelwright/base-model
 
-The tiny model is what the embedded defaults train on a CPU: a byte-level BPE tokenizer trained
-with `tokenizers` on the seed corpus (ChatML special tokens and chat template), and a small
-Qwen2 model from `AutoConfig` with random weights, saved as an ordinary HF checkpoint folder.
+What the embedded defaults train on a CPU is the pretrained tiny base of `kernelwright.base_model`
+(`kernelwright base-model pretrain`: a byte-level BPE tokenizer and a Qwen2-shaped model trained
+with the next-token loss on the code of the installed packages). `build_tiny_model` makes the
+same shape with random weights and a tokenizer trained on the given texts (the seed corpus in
+the tests): seconds to build, with a confidence p_t of about 1/vocab everywhere.
 Either way the model is loaded by `load_base_model` through the same `from_pretrained` path.
 A registry URI (`models:/kernelwright-coder@candidate`, `models:/kernelwright-coder/3`) is resolved
 to its version by `resolve_ref` and loaded with `mlflow.transformers` by `load_model`.
@@ -32,7 +34,6 @@ from transformers import (
 
 from kernelwright.atomic import write_dir
 from kernelwright.errors import UsageError
-from kernelwright.workdir import base_model_dir
 
 log = logging.getLogger(__name__)
 
@@ -109,14 +110,6 @@ def build_tiny_model(out: Path, texts: Iterable[str], spec: TinyModelSpec = Tiny
     return out
 
 
-def ensure_base_model(path: Path, texts: Iterable[str]) -> Path:
-    """Reuse the checkpoint at `path` if it is one, else build the tiny model there."""
-    if (path / "config.json").is_file():
-        return path
-    log.info("building the tiny base model in %s", path)
-    return build_tiny_model(path, texts)
-
-
 def check_base_model(base_model: str | None) -> None:
     """A user's `--base-model` must be a local HF checkpoint folder; checked before any work starts."""
     if base_model and not (Path(base_model) / "config.json").is_file():
@@ -125,14 +118,13 @@ def check_base_model(base_model: str | None) -> None:
 
 
 def resolve_base_model(base_model: str | None, workdir: Path) -> Path:
-    """The user's checkpoint folder, or the tiny model in `<workdir>/base-model` (built on first use
-    from the seed corpus, the same texts whichever stage builds it)."""
+    """The user's checkpoint folder, or the pretrained tiny base in `<workdir>/base-model`
+    (`kernelwright.base_model`: pretrained on first use, reused while its corpus digest and config match)."""
     if base_model:
         return Path(base_model)
-    from kernelwright.seed import load_seed_tasks
+    from kernelwright.base_model.pretrain import ensure_default_base
 
-    texts = [t.reference + "\n" + t.solution for t in load_seed_tasks()]
-    return ensure_base_model(base_model_dir(workdir), texts)
+    return ensure_default_base(workdir)
 
 
 def load_tokenizer(path: Path) -> PreTrainedTokenizerBase:

@@ -39,7 +39,7 @@ def verify(spec: Spec, progress: Progress, link: Link, problem: ModuleType) -> V
     dtype = str(getattr(problem, "DTYPE", "float32"))
     refs = [read_ref_cache(ref_cache_path(problem, s, spec)) for s in shapes]
     progress.write(phase="compile")
-    loaded = link.ask("load", shape=shapes[0])
+    loaded = link.ask("load")
     compile_s = float(loaded.get("compile_s", 0.0)) if isinstance(loaded.get("compile_s"), int | float) else 0.0
     progress.write(phase="correctness", compile_s=compile_s, build=str(loaded.get("build", ""))[:80])
     with torch.no_grad():
@@ -61,20 +61,22 @@ def verify(spec: Spec, progress: Progress, link: Link, problem: ModuleType) -> V
         with torch.no_grad():
             for s in shapes:  # class 6: fresh inputs after timing
                 check_shape(problem, s, spec, link, (spec.timing_seed % 1000 + 97,))
-    link.ask("finish")
+    finished = link.ask("finish")
+    if isinstance(finished.get("build"), str) and finished["build"]:
+        progress.write(build=finished["build"][:80])  # a lazily built extension is built by now
     return summarise(results, compile_s)
 
 
 def judged(spec: Spec, progress: Progress) -> Verdict:
-    """The verdict, whatever the runner does."""
-    import torch
-
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    progress.write(phase="load_problem")
-    problem = import_file(Path(spec.problem), "kw_problem")
+    """The verdict, whatever the runner does. The runner starts first: its start-up (Python, torch,
+    CUDA, the build) overlaps the judge's own."""
     progress.write(phase="start_runner")
     with started_runner(spec) as runner:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        problem = import_file(Path(spec.problem), "kw_problem")
         try:
             runner.ready()
             verdict = verify(spec, progress, runner.link, problem)

@@ -27,7 +27,7 @@ from typing import IO
 
 from kernelwright.verifier.channel import Channel, field
 from kernelwright.verifier.judge_timing import Link
-from kernelwright.verifier.sandbox import import_roots, make_scratch, remove_scratch, runner_env, runner_user
+from kernelwright.verifier.sandbox import import_roots, make_scratch, remove_scratch, runner_env
 from kernelwright.verifier.spec import Spec
 from kernelwright.verifier.timing import TimingSettings
 
@@ -52,13 +52,18 @@ def _settings(spec: Spec, scratch: Path) -> dict[str, object]:
             "timing": asdict(TimingSettings.of(spec))}
 
 
+def _user(spec: Spec) -> tuple[int, int, str] | None:
+    """The runner's user, as the parent probed it (sandbox.runner_user) and put in the spec."""
+    return (int(spec.runner_user[0]), int(spec.runner_user[1]), str(spec.runner_user[2])) if spec.runner_user else None
+
+
 def _prepare(spec: Spec, scratch: Path) -> Path:
     """Copy the problem and the candidate into the scratch folder and write the runner's settings."""
     shutil.copyfile(spec.problem, scratch / "problem.py")
     shutil.copyfile(spec.candidate, scratch / "candidate.py")
     path = scratch / "settings.json"
     path.write_text(json.dumps(_settings(spec, scratch)))
-    user = runner_user()
+    user = _user(spec)
     for item in (scratch / "problem.py", scratch / "candidate.py", path):
         if user is not None:
             os.chown(item, user[0], user[1])
@@ -72,11 +77,12 @@ class RunnerHandle:
     link: Link
     proc: subprocess.Popen
     err: IO[bytes]
+    user: tuple[int, int, str] | None
     isolation: str = ""
 
     def ready(self) -> None:
         """Wait for the runner's `ready` (RunnerGone or ChannelBroken if it never comes)."""
-        self.isolation = _isolation(self.link.channel.receive(READY_S))
+        self.isolation = _isolation(self.link.channel.receive(READY_S), self.user)
 
     def exit_code(self, wait_s: float = 5.0) -> int | None:
         """The runner's exit status once it ended by itself (None: still running after `wait_s`)."""
@@ -96,25 +102,24 @@ class RunnerHandle:
 @contextlib.contextmanager
 def started_runner(spec: Spec) -> Iterator[RunnerHandle]:
     """A started runner (call `ready` first); killed and its scratch folder removed on exit."""
-    scratch = make_scratch()
+    scratch = make_scratch(_user(spec))
     with tempfile.TemporaryFile(prefix="kw_runner_err_") as err:
         proc = _start(spec, scratch, err.fileno())
         link = Link(Channel(proc.stdin.fileno(), proc.stdout.fileno()), scratch / "out")  # type: ignore[union-attr]
         try:
-            yield RunnerHandle(link, proc, err)
+            yield RunnerHandle(link, proc, err, _user(spec))
         finally:
             _stop(proc)
             remove_scratch(scratch)
 
 
-def _isolation(ready: dict[str, object]) -> str:
-    user = runner_user()
+def _isolation(ready: dict[str, object], user: tuple[int, int, str] | None) -> str:
     who = f"user {user[2]}" if user is not None else f"uid {os.getuid()} (the judge's)"
     return f"{who}, {str(field(ready, 'isolation', str))[:80]}, python -I, no network"
 
 
 def _start(spec: Spec, scratch: Path, err_fd: int) -> subprocess.Popen:
-    user = runner_user()
+    user = _user(spec)
     extra = {"user": user[0], "group": user[1], "extra_groups": []} if user is not None else {}
     return subprocess.Popen(runner_command(_prepare(spec, scratch)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=err_fd, cwd=scratch, env=runner_env(scratch), close_fds=True,

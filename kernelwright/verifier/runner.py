@@ -10,7 +10,7 @@ cuts its network before it imports the candidate. Then it answers requests on th
 
 | op | does | replies |
 | --- | --- | --- |
-| load | imports the problem and the candidate (the build) | compile_s, build |
+| load | imports the problem and the candidate (the build; done before it is asked for) | compile_s, build |
 | call | draws the inputs of (shape, seed, distribution), runs ModelNew `repeat` times | output files |
 | time | times ModelNew on fresh inputs from the judge's seed (timer.py), keeps the outputs | median_ms, kept |
 | prepare_wall / run_wall | a batch of calls the judge times on its own clock (or a no-op batch) | - |
@@ -64,11 +64,18 @@ class Runner:
         self.wall_model: Any = None
         self.threads = 0
         self.count = 0
+        self.preloaded: dict[str, Any] | None = None
         self.timing = TimingSettings(**settings["timing"])
 
     # ------------------------------------------------------------ ops
 
-    def load(self, req: dict[str, Any]) -> dict[str, Any]:
+    def load(self, _req: dict[str, Any]) -> dict[str, Any]:
+        """The reply to `load`: made once, right after `ready`, before the judge asks for it."""
+        if self.preloaded is None:
+            self.preloaded = self.answer("load", self._load)
+        return self.preloaded
+
+    def _load(self) -> dict[str, Any]:
         import torch
 
         self.problem = import_file(Path(self.settings["problem"]), "kw_problem")
@@ -88,7 +95,7 @@ class Runner:
         guard.watch_instance(self.timer, "timer")
         guard.watch_instance(self.timer.rt, "timer.rt")
         self.guard = guard
-        self._warm_up(req["shape"])
+        self._warm_up((getattr(self.problem, "SHAPES", None) or [{}])[0])
         torch.cuda.synchronize()
         self.threads = thread_count()
         return {"compile_s": compile_s, "build": ",".join(BUILD_PATHS)}
@@ -143,9 +150,19 @@ class Runner:
         self.guard.check()
         if thread_count() > self.threads:
             raise Rejected("async_escape", f"the candidate started {thread_count() - self.threads} thread(s)")
-        return {}
+        return {"build": ",".join(BUILD_PATHS)}
 
     # ------------------------------------------------------------ parts
+
+    def answer(self, op: str, run: Any) -> dict[str, Any]:
+        """The fields of `op`'s reply: what `run()` returns, or the rejection it raised."""
+        try:
+            return dict(run())
+        except Rejected as rej:
+            return {"rejected": rej.reason, "detail": rej.detail}
+        except Exception as exc:  # noqa: BLE001 - the candidate's failure is a reply, not the runner's end
+            reason, detail = classify_failure(exc)
+            return {"rejected": reason, "detail": detail}
 
     def _model(self, req: dict[str, Any]) -> Any:
         import torch
@@ -206,18 +223,15 @@ OPS = ("load", "call", "time", "prepare_wall", "run_wall", "share", "finish")
 
 
 def serve(runner: Runner) -> None:
+    """Answer the judge's requests until `finish` or the end of the channel; the candidate is loaded
+    (built) first, while the judge sets itself up."""
+    runner.load({})
     while (req := runner.end.next_request()) is not None:
         op = str(req.get("op"))
         if op not in OPS:
             runner.end.reply(op, rejected="exception", detail=f"unknown op {op!r}")
             continue
-        try:
-            runner.end.reply(op, **getattr(runner, op)(req))
-        except Rejected as rej:
-            runner.end.reply(op, rejected=rej.reason, detail=rej.detail)
-        except Exception as exc:  # noqa: BLE001 - the candidate's failure is a reply, not the runner's end
-            reason, detail = classify_failure(exc)
-            runner.end.reply(op, rejected=reason, detail=detail)
+        runner.end.reply(op, **runner.answer(op, lambda o=op, r=req: getattr(runner, o)(r)))
         if op == "finish":
             break
 

@@ -85,12 +85,18 @@ def _can_run_as(uid: int, gid: int) -> bool:
     return done.returncode == 0
 
 
-def make_scratch(parent: str | None = None) -> Path:
+def scratch_parent() -> str | None:
+    """Where scratch folders go: /dev/shm (memory: the outputs the runner hands over are written
+    and read there) where it is a writable folder, else the system's temporary folder."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
+def make_scratch(user: tuple[int, int, str] | None, parent: str | None = None) -> Path:
     """A new private folder for one runner, owned by its user (mode 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="kw_runner_", dir=parent))
+    path = Path(tempfile.mkdtemp(prefix="kw_runner_", dir=parent or scratch_parent()))
     for sub in ("tmp", "out", "builds", "cache"):
         (path / sub).mkdir()
-    user = runner_user()
     if user is not None:
         for item in (path, *path.iterdir()):
             os.chown(item, user[0], user[1])

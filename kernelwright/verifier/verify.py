@@ -30,6 +30,7 @@ from kernelwright.cuda.static_checks import StaticReport, check_source
 from kernelwright.cuda.torch_calls import scan_candidate
 from kernelwright.errors import NoCudaDevice, UsageError
 from kernelwright.verifier.problems import parse_problem_source
+from kernelwright.verifier.sandbox import runner_user
 from kernelwright.verifier.spec import Spec
 from kernelwright.verifier.verdict import JUDGE_VERSION, MalformedReport, Verdict, parse_report
 
@@ -272,7 +273,8 @@ def make_spec(cfg: VerifyConfig, lock: str | None = None, pch_lock: str | None =
                 timing_budget_s=cfg.timing_budget_s, ref_timing_cache=cfg.ref_timing_cache,
                 split_build=cfg.split_build, timing_lock=lock, pch_lock=pch_lock,
                 profiler_warm_up=cfg.profiler_warm_up, min_custom_share=cfg.min_custom_share,
-                timing_seed=10_000 + secrets.randbelow(2**30))  # the candidate cannot know its timed inputs
+                timing_seed=10_000 + secrets.randbelow(2**30),  # the candidate cannot know its timed inputs
+                runner_user=list(user) if (user := runner_user()) is not None else None)
 
 
 def verify_one(cfg: VerifyConfig) -> Verdict:

@@ -65,7 +65,7 @@ def test_the_runner_starts_isolated_from_planted_modules(tmp_path: Path) -> None
 def test_the_runner_environment_names_only_its_scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KERNELWRIGHT_RESULT", "/judge/result.json")
     monkeypatch.setenv("PYTHONPATH", "/judge/site")
-    scratch = make_scratch(str(tmp_path))
+    scratch = make_scratch(None, str(tmp_path))
     try:
         env = runner_env(scratch)
         assert {env["HOME"], env["TMPDIR"], env["TORCH_EXTENSIONS_DIR"]} <= {

@@ -39,6 +39,34 @@ class MlflowServerConfig:
     workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
     host: str = field(default="127.0.0.1", metadata={"help": "Interface to listen on."})
     port: int = field(default=5000, metadata={"help": "TCP port."})
+    backend_store_uri: str | None = field(default=None, metadata={
+        "help": "Tracking + registry database, e.g. postgresql://user@db:5432/mlflow (its schema is upgraded "
+                "before serving). None: sqlite:///<workdir>/mlflow.db."})
+    artifacts_destination: str | None = field(default=None, metadata={
+        "help": "Where the server keeps artifacts, e.g. s3://bucket/mlflow (MLFLOW_S3_ENDPOINT_URL and AWS_* "
+                "for an S3-compatible store, on the server only). None: <workdir>/mlartifacts."})
+    serve_artifacts: bool = field(default=True, metadata={
+        "help": "Proxy artifact uploads and downloads through the server (clients need no store credentials); "
+                "false: clients write to --artifacts-destination themselves."})
+    allowed_hosts: str | None = field(default=None, metadata={
+        "help": "Comma-separated Host headers accepted (needed behind 0.0.0.0). None: MLflow's default."})
+
+
+def mlflow_server_commands(cfg: MlflowServerConfig) -> tuple[list[str], list[str]]:
+    """The schema upgrade and the server command lines for `cfg`."""
+    from kernelwright.workdir import artifact_root, resolve_workdir
+
+    workdir = resolve_workdir(cfg.workdir)
+    store = cfg.backend_store_uri or f"sqlite:///{workdir / 'mlflow.db'}"
+    if "://" not in store:
+        raise UsageError(f"--backend-store-uri {store!r} is not a database URI (postgresql://..., sqlite:///...)")
+    dest = cfg.artifacts_destination or str(artifact_root(workdir))
+    mlflow = [sys.executable, "-m", "mlflow"]
+    server = [*mlflow, "server", "--backend-store-uri", store, "--host", cfg.host, "--port", str(cfg.port)]
+    server += (["--serve-artifacts", "--artifacts-destination", dest] if cfg.serve_artifacts
+               else ["--no-serve-artifacts", "--default-artifact-root", dest])
+    server += ["--allowed-hosts", cfg.allowed_hosts] if cfg.allowed_hosts else []
+    return [*mlflow, "db", "upgrade", store], server
 
 
 def _pipeline(argv: Sequence[str]) -> int:
@@ -165,14 +193,17 @@ def _base_model(argv: Sequence[str]) -> int:
 
 
 def _mlflow_server(argv: Sequence[str]) -> int:
-    from kernelwright.workdir import artifact_root, resolve_workdir, tracking_uri
+    from kernelwright.retrain.lock import redacted
 
     cfg = parse_config(MlflowServerConfig, argv, "kernelwright mlflow-server", "Serve the MLflow UI and registry.")
-    workdir = resolve_workdir(cfg.workdir)
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", tracking_uri(workdir),
-           "--default-artifact-root", artifact_root(workdir).as_uri(), "--host", cfg.host, "--port", str(cfg.port)]
-    console.print(f"MLflow UI on http://{cfg.host}:{cfg.port} (store {tracking_uri(workdir)})")
-    return subprocess.call(cmd)
+    upgrade, server = mlflow_server_commands(cfg)
+    store = redacted(upgrade[-1])
+    done = subprocess.run(upgrade, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        raise KernelwrightError(f"`mlflow db upgrade {store}` failed: {redacted(last)}")
+    console.print(f"MLflow UI on http://{cfg.host}:{cfg.port} (store {store}, schema up to date)")
+    return subprocess.call(server)
 
 
 def _retrain(argv: Sequence[str]) -> int:

@@ -53,25 +53,21 @@ def default_lock_uri(workdir: Path, tracking: str) -> str:
 
 @contextmanager
 def pg_lock(uri: str, key: int) -> Iterator[None]:
-    import psycopg2
+    import psycopg
 
     try:
-        conn = psycopg2.connect(libpq_uri(uri), connect_timeout=10, keepalives=1, keepalives_idle=60,
-                                application_name="kernelwright-retrain")
-    except psycopg2.Error as exc:
+        conn = psycopg.connect(libpq_uri(uri), autocommit=True, connect_timeout=10, keepalives=1,
+                               keepalives_idle=60, application_name="kernelwright-retrain")
+    except psycopg.Error as exc:
         raise UsageError(f"lock {redacted(uri)}: cannot connect: {str(exc).strip().splitlines()[0]}") from None
     try:
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            cur.execute("SELECT pg_try_advisory_lock(%s)", (key,))
-            row = cur.fetchone()
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
         if not row or not row[0]:
             raise LockHeld(f"another retrain holds the PostgreSQL advisory lock {key} on {redacted(uri)}")
         try:
             yield
         finally:
-            with conn.cursor() as cur:
-                cur.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
     finally:
         conn.close()
 

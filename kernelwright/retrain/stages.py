@@ -10,6 +10,7 @@ the same MLflow run; a train folder whose run registered a version is not traine
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from dataclasses import asdict
@@ -61,13 +62,18 @@ def settings_of(config: Any, paths: tuple[str, ...]) -> dict[str, Any]:
 def curate_step(cfg: RetrainConfig, workdir: Path, mark: Watermark) -> Path:
     """Curated data for this corpus and base model: reused when complete, else curated in a child run."""
     out = retrain_root(workdir) / f"curated-{mark.curate_key}"
+    parent = mlflow.active_run()
+    parent_id = parent.info.run_id if parent else None
     if (out / DONE_FILE).is_file() and (out / "data.parquet").is_file():
+        if json.loads((out / DONE_FILE).read_text()).get("parent_run_id") == parent_id:
+            return out  # curated by this very run before it was killed: its child run is there already
         with stage_run("curate", tags={"kw.retrain.reused": str(out)}):
             log_curated_dataset(out / "data.parquet", context="curate")
         return out
     with stage_run("curate"):
         run_curate(curate_config(cfg, workdir, out))
-    atomic.write_json(out / DONE_FILE, {"corpus": mark.corpus, "base_model": mark.base_model})
+    atomic.write_json(out / DONE_FILE, {"corpus": mark.corpus, "base_model": mark.base_model,
+                                        "parent_run_id": parent_id})
     return out
 
 

@@ -1,0 +1,102 @@
+"""`kernelwright mlflow-server`: its command lines, the schema upgrade on PostgreSQL, and a real server."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from kernelwright.cli import MlflowServerConfig, main, mlflow_server_commands
+from tests.retrain._pg import scratch_database
+
+
+def test_default_is_sqlite_in_the_work_folder_with_proxied_artifacts(tmp_path: Path) -> None:
+    upgrade, server = mlflow_server_commands(MlflowServerConfig(workdir=str(tmp_path)))
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert upgrade[-3:] == ["db", "upgrade", store]
+    assert server[server.index("--backend-store-uri") + 1] == store
+    assert server[server.index("--artifacts-destination") + 1] == str(tmp_path / "mlartifacts")
+    assert "--serve-artifacts" in server and "--default-artifact-root" not in server
+
+
+def test_postgresql_store_and_s3_destination(tmp_path: Path) -> None:
+    cfg = MlflowServerConfig(workdir=str(tmp_path), backend_store_uri="postgresql://kw@db:5432/mlflow",
+                             artifacts_destination="s3://kw-artifacts/mlflow", host="0.0.0.0",
+                             allowed_hosts="mlflow.internal")
+    upgrade, server = mlflow_server_commands(cfg)
+    assert upgrade[-1] == "postgresql://kw@db:5432/mlflow"
+    assert server[server.index("--artifacts-destination") + 1] == "s3://kw-artifacts/mlflow"
+    assert server[server.index("--allowed-hosts") + 1] == "mlflow.internal"
+    _, direct = mlflow_server_commands(MlflowServerConfig(workdir=str(tmp_path), serve_artifacts=False))
+    assert "--no-serve-artifacts" in direct and "--default-artifact-root" in direct
+
+
+def test_a_bad_store_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mlflow-server", "--workdir", str(tmp_path), "--backend-store-uri", "mlflow.db"]) == 2
+    (tmp_path / "file").write_text("")
+    assert main(["mlflow-server", "--workdir", str(tmp_path), "--backend-store-uri",
+                 f"sqlite:///{tmp_path / 'file' / 'mlflow.db'}"]) == 1  # its folder is a file: upgrade fails
+    err = capsys.readouterr().err
+    assert "mlflow db upgrade" in err and "failed" in err and "Traceback" not in err
+
+
+def test_the_schema_upgrade_makes_a_postgresql_database_a_registry(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from kernelwright.evaluation.registry import alias_version, promote, rollback
+    from kernelwright.retrain.lock import retrain_lock
+
+    with scratch_database() as uri:
+        upgrade, _ = mlflow_server_commands(MlflowServerConfig(workdir=str(tmp_path), backend_store_uri=uri))
+        subprocess.run(upgrade, check=True, capture_output=True)
+        subprocess.run(upgrade, check=True, capture_output=True)  # idempotent: nothing left to upgrade
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+        client = MlflowClient(uri)
+        client.create_registered_model("kw-pg")
+        for _ in range(2):
+            client.create_model_version("kw-pg", str(tmp_path))
+        import mlflow
+
+        mlflow.set_tracking_uri(uri)
+        promote("kw-pg", "1", "first")
+        assert promote("kw-pg", "2", "better") == "1"
+        assert rollback("kw-pg") == ("1", "2") and alias_version("kw-pg", "champion") == "1"
+        with retrain_lock(None, tmp_path, uri, "kw-pg") as held:  # a PostgreSQL store: its advisory lock
+            assert held.startswith("PostgreSQL advisory lock")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_server_starts_over_the_work_folder_and_answers(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    proc = subprocess.Popen([sys.executable, "-m", "kernelwright.cli", "mlflow-server", "--workdir", str(tmp_path),
+                             "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search"
+                                            "?max_results=5", timeout=2) as r:
+                    body = json.load(r)
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "the server did not come up"
+                time.sleep(0.5)
+        assert [e["name"] for e in body["experiments"]] == ["Default"]
+        assert (tmp_path / "mlflow.db").is_file()  # created by `mlflow db upgrade` before serving
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

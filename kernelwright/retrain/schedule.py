@@ -114,8 +114,16 @@ def build_scheduler(cfg: ScheduleConfig, workdir: Path) -> Any:
     from apscheduler.executors.pool import ThreadPoolExecutor
     from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
     from apscheduler.schedulers.background import BackgroundScheduler
+    from apscheduler.schedulers.base import STATE_STOPPED
 
-    return BackgroundScheduler(
+    class Scheduler(BackgroundScheduler):
+        """APScheduler 3's thread looks for due jobs once more after shutdown; a due job then fails to reach
+        the stopped executor and its run time is spent. Here a stopped scheduler leaves the store alone."""
+
+        def _process_jobs(self) -> float | None:
+            return None if self.state == STATE_STOPPED else super()._process_jobs()
+
+    return Scheduler(
         jobstores={"default": SQLAlchemyJobStore(url=job_store_uri(cfg, workdir))},
         executors={"default": ThreadPoolExecutor(1)},
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": cfg.misfire_grace_s},
@@ -164,12 +172,12 @@ def start_scheduler(cfg: ScheduleConfig, argv: Sequence[str] | None = None) -> t
 def run_schedule(cfg: ScheduleConfig, announce: Callable[[str], object] = log.info) -> int:
     """Schedule and wait until SIGINT or SIGTERM; a run in progress is left to finish or be killed with us."""
     logging.getLogger(__name__).setLevel(logging.INFO)
-    scheduler, job = start_scheduler(cfg)
-    announce(f"retrain scheduled at '{cfg.cron}' ({cfg.timezone}); next run {job.next_run_time if job else 'now'}; "
-             f"job store {job_store_uri(cfg, resolve_workdir(cfg.workdir))}")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    scheduler, job = start_scheduler(cfg)
+    announce(f"retrain scheduled at '{cfg.cron}' ({cfg.timezone}); next run {job.next_run_time if job else 'now'}; "
+             f"job store {job_store_uri(cfg, resolve_workdir(cfg.workdir))}")
     while not stop.wait(3600):
         pass
     scheduler.shutdown(wait=False)

@@ -24,6 +24,7 @@ from kernelwright.serving.backend import ServingBackend
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.limits import add_headers, http_error, server_error
 from kernelwright.serving.loading import Loader, default_loader
+from kernelwright.serving.ratelimit import STORE_NAME, close_store, rate_limit_store
 from kernelwright.serving.routes import healthz, readyz, v1_router
 from kernelwright.serving.schemas import ModelInfo
 
@@ -48,6 +49,7 @@ def _lifespan(loader: Loader | None):  # type: ignore[no-untyped-def]
         finally:
             if task is not None and not task.done():
                 task.cancel()
+            await close_store(app.stores.get(STORE_NAME))
 
     return lifespan
 
@@ -66,13 +68,14 @@ def create_app(cfg: ServeConfig | None = None, backend: ServingBackend | None = 
     prometheus = PrometheusConfig(app_name="kernelwright", prefix="kernelwright_http", group_path=True,
                                   exclude=["/metrics"])
     return Litestar(
-        route_handlers=[v1_router(), healthz, readyz, PrometheusController],
+        route_handlers=[v1_router(cfg), healthz, readyz, PrometheusController],
         lifespan=[_lifespan(loader if backend is None else None)],
         state=_state(cfg, backend, model_info),
         middleware=[prometheus.middleware],
         before_send=[add_headers],
         exception_handlers={HTTPException: http_error, Exception: server_error},
         request_max_body_size=cfg.max_body_bytes,
+        stores={STORE_NAME: rate_limit_store(cfg)},
         openapi_config=OpenAPIConfig(title="kernelwright", version=__version__, path="/schema"),
         debug=False,
     )

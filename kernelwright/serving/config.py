@@ -51,6 +51,12 @@ class ServeConfig:
     workdir: str | None = field(default=None, metadata={
         "help": "Work folder whose MLflow store resolves models:/ URIs (MLFLOW_TRACKING_URI wins). "
                 "None: ./.kernelwright."})
+    rate_limit_per_minute: int = field(default=0, metadata={
+        "help": "Requests a minute each API key may send to /v1 routes (the client address is counted when no "
+                "keys are configured); one more answers 429 with Retry-After. 0: no limit."})
+    redis_url: str | None = field(default=None, metadata={
+        "help": "Redis URL (redis://HOST:6379/0) of the store that keeps the rate-limit counts, shared by every "
+                "worker and server naming it. None: each process counts in its own memory."})
     log_level: str = field(default="info", metadata={"help": "uvicorn log level: debug, info, warning, error."})
 
     def __post_init__(self) -> None:
@@ -62,6 +68,8 @@ class ServeConfig:
             raise ValueError("default_max_new_tokens must be between 1 and max_new_tokens")
         if self.max_body_bytes < 1 or self.max_code_chars < 1:
             raise ValueError("max_body_bytes and max_code_chars must be positive")
+        if self.rate_limit_per_minute < 0:
+            raise ValueError("rate_limit_per_minute must be 0 (no limit) or more")
         if self.max_queue < 0 or self.compile_workers < 1:
             raise ValueError("max_queue must be 0 (no limit) or more, compile_workers 1 or more")
         if self.backend != "hf" and not self.backend.startswith("scripted:"):

@@ -6,13 +6,15 @@ from typing import Any
 
 from litestar import Response, Router, get, post
 from litestar.datastructures import State
-from litestar.exceptions import NotFoundException, ServiceUnavailableException
+from litestar.exceptions import NotFoundException, ServiceUnavailableException, TooManyRequestsException
 from litestar.params import JSONBody
 from litestar.response import ServerSentEvent
 
 from kernelwright.serving import openai_api
+from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.kernels import generate_kernels
 from kernelwright.serving.limits import QueueMiddleware, auth_guard, ready_guard
+from kernelwright.serving.ratelimit import rate_limit_middleware
 from kernelwright.serving.schemas import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -24,7 +26,7 @@ from kernelwright.serving.schemas import (
     TextCompletion,
 )
 
-BUSY = [ServiceUnavailableException]
+BUSY = [ServiceUnavailableException, TooManyRequestsException]
 
 
 class EventStream(ServerSentEvent):
@@ -75,9 +77,11 @@ async def models(state: State) -> ModelList:
     return ModelList([ModelCard(id=model_id(state), created=int(state.started))])
 
 
-def v1_router() -> Router:
+def v1_router(cfg: ServeConfig) -> Router:
+    """The /v1 routes behind the rate limit (when on), the in-flight bound, the key and readiness guards."""
+    limit = rate_limit_middleware(cfg)
     return Router("/v1", route_handlers=[generate, chat_completions, completions, models],
-                  guards=[auth_guard, ready_guard], middleware=[QueueMiddleware()])
+                  guards=[auth_guard, ready_guard], middleware=[*([limit] if limit else []), QueueMiddleware()])
 
 
 @get("/healthz", summary="200 while the process lives")

@@ -3,10 +3,10 @@
     .venv/bin/python -m kernelwright.models   # pretrains (or reuses) ./.kernelwright/base-model
 
 What the embedded defaults train on a CPU is the pretrained tiny base of `kernelwright.base_model`
-(`kernelwright base-model pretrain`: a byte-level BPE tokenizer and a Qwen2-shaped model trained
-with the next-token loss on the code of the installed packages). `build_tiny_model` makes the
-same shape with random weights and a tokenizer trained on the given texts (the seed corpus in
-the tests): seconds to build, with a confidence p_t of about 1/vocab everywhere.
+(`kernelwright base-model pretrain`: a byte-level BPE tokenizer and a Llama-shaped model trained
+with the next-token loss on the code of the installed packages). `build_tiny_model` makes a
+small Qwen2 model of about that size with random weights and a tokenizer trained on the given
+texts (the seed corpus in the tests): seconds to build, with p_t about 1/vocab everywhere.
 Either way the model is loaded by `load_base_model` through the same `from_pretrained` path.
 A registry URI (`models:/kernelwright-coder@candidate`, `models:/kernelwright-coder/3`) is resolved
 to its version by `resolve_ref` and loaded with `mlflow.transformers` by `load_model`.

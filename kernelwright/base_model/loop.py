@@ -10,6 +10,11 @@ speed); with both, whichever ends first. `state.pt` in the checkpoint folder (mo
 step, blocks consumed, seconds spent, loss history) is written atomically every `checkpoint_s`
 seconds and when the loop is interrupted; a run that finds it goes on from there, on the same
 schedule and with the budget that was left.
+
+Sequence-length curriculum (`short_share` > 0): the first part of the schedule trains on single
+packed blocks (short sequences: many more optimizer steps for the same time, which is what a
+small model's early loss follows), the rest on `units_per_sequence` consecutive blocks joined into
+full-length sequences, so that every position the curated samples reach has been trained.
 """
 
 from __future__ import annotations
@@ -40,6 +45,12 @@ class LoopPlan:
     checkpoint_s: float = 60.0
     log_every: int = 5
     min_lr_ratio: float = 0.1
+    units_per_sequence: int = 1  # packed blocks joined into one full-length sequence
+    short_share: float = 0.0  # share of the schedule trained on single blocks (short sequences) first
+
+    def units(self, position: float) -> int:
+        """Blocks per sequence at this point of the schedule: one in the short phase, all after it."""
+        return 1 if position < self.short_share else self.units_per_sequence
 
 
 @dataclass
@@ -141,13 +152,15 @@ def _one(model: PreTrainedModel, opt: torch.optim.Optimizer, blocks: Iterator[li
     """One optimizer step on the next `batch_size` blocks; the state advanced."""
     t0 = time.perf_counter()
     device = next(model.parameters()).device
-    ids = torch.tensor([next(blocks) for _ in range(plan.batch_size)], dtype=torch.long, device=device)
-    window.lr = cosine_lr(state.step, schedule_position(state, plan), plan.warmup_steps, plan.learning_rate,
-                          plan.min_lr_ratio)
+    position = schedule_position(state, plan)
+    units = plan.units(position)
+    rows = [[t for _ in range(units) for t in next(blocks)] for _ in range(plan.batch_size)]
+    ids = torch.tensor(rows, dtype=torch.long, device=device)
+    window.lr = cosine_lr(state.step, position, plan.warmup_steps, plan.learning_rate, plan.min_lr_ratio)
     window.losses.append(_step(model, opt, ids, window.lr))
     state.spent_s += time.perf_counter() - t0
     state.step += 1
-    state.blocks += plan.batch_size
+    state.blocks += plan.batch_size * units
     state.tokens += ids.numel()
 
 

@@ -4,7 +4,7 @@
     kernelwright base-model pretrain --size small --out /models/kw-base-small     # ~90M params, for a GPU
     kernelwright base-model pretrain --size micro --source DIR --max-steps 20      # seconds: smoke tests
 
-Trains a byte-level BPE tokenizer and a Qwen2-shaped causal LM with the plain next-token loss on
+Trains a byte-level BPE tokenizer and a Llama-shaped causal LM with the plain next-token loss on
 the code of the installed packages (`corpus`), decontaminated against the seed corpus and the
 evaluation suite. The result is an ordinary HF checkpoint folder (`--out`, default
 `<workdir>/base-model`) with `kernelwright.json` (corpus digest, config, figures), logged to an
@@ -21,6 +21,8 @@ import json
 import logging
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -63,6 +65,8 @@ class Preset:
     num_attention_heads: int
     num_key_value_heads: int
     seq_len: int
+    short_seq_len: int  # curriculum: sequences of this length first (0: none)
+    short_share: float  # share of the schedule on short sequences
     batch_size: int
     learning_rate: float
     minutes: float
@@ -71,9 +75,9 @@ class Preset:
 
 
 SIZES = {
-    "micro": Preset(512, 32, 64, 1, 2, 1, 128, 4, 1e-2, 0.5, 300_000, 100_000),
-    "tiny": Preset(2048, 128, 352, 2, 4, 2, 2048, 1, 8e-3, 2.5, 4_000_000, 2_000_000),
-    "small": Preset(16384, 768, 2048, 12, 12, 4, 1024, 32, 6e-4, 25.0, 0, 20_000_000),
+    "micro": Preset(512, 32, 64, 1, 2, 1, 128, 0, 0.0, 4, 1e-2, 0.5, 300_000, 100_000),
+    "tiny": Preset(2048, 128, 352, 2, 4, 2, 2048, 256, 0.7, 1, 8e-3, 2.5, 4_000_000, 2_000_000),
+    "small": Preset(16384, 768, 2048, 12, 12, 4, 2048, 0, 0.0, 16, 6e-4, 25.0, 0, 20_000_000),
 }
 
 
@@ -103,6 +107,9 @@ class PretrainConfig:
     decontam_min_share: float = field(default=0.0, metadata={
         "help": "A document is left out when it holds more than this share of a problem's n-grams (0: any one)."})
     checkpoint_s: float = field(default=60.0, metadata={"help": "Seconds between resumable checkpoints."})
+    threads: int = field(default=0, metadata={
+        "help": "CPU threads while pretraining on a CPU; 0: one for micro and tiny (their matrices gain little from "
+                "more, and spinning threads lose much when other work shares the cores), all for small."})
     seed: int = field(default=0, metadata={"help": "Seed of the weights and of the document order."})
     register: bool = field(default=True, metadata={"help": f"Register the result as {REGISTERED_BASE} in MLflow."})
     force: bool = field(default=False, metadata={"help": "Build again even when a matching base exists."})
@@ -110,8 +117,10 @@ class PretrainConfig:
     def __post_init__(self) -> None:
         if self.size not in SIZES:
             raise ValueError(f"size must be one of {', '.join(SIZES)}, not {self.size!r}")
-        if min(self.minutes, self.max_steps, self.seq_len, self.batch_size, self.learning_rate) < 0:
-            raise ValueError("minutes, max_steps, seq_len, batch_size and learning_rate must be >= 0")
+        if min(self.minutes, self.max_steps, self.seq_len, self.batch_size, self.learning_rate, self.threads) < 0:
+            raise ValueError("minutes, max_steps, seq_len, batch_size, learning_rate and threads must be >= 0")
+        if self.seq_len and SIZES[self.size].short_seq_len and self.seq_len % SIZES[self.size].short_seq_len:
+            raise ValueError(f"seq_len must be a multiple of {SIZES[self.size].short_seq_len} for size {self.size}")
         if self.decontam_ngram < 1 or not 0.0 <= self.decontam_min_share < 1.0 or self.corpus_chars < -1:
             raise ValueError("need decontam_ngram >= 1, 0 <= decontam_min_share < 1 and corpus_chars >= -1")
 
@@ -191,8 +200,10 @@ def _reused(path: Path, meta: dict[str, Any]) -> PretrainResult:
 
 
 def _new_model(p: Preset, tokenizer: PreTrainedTokenizerBase, seed: int) -> PreTrainedModel:
+    """A Llama-shaped causal LM. Not Qwen2: for a `qwen2` config, AutoTokenizer swaps the saved byte-level
+    tokenizer for Qwen2's own pre-tokenisation, so the curated token ids would not be the pretrained ones."""
     config = AutoConfig.for_model(
-        "qwen2", vocab_size=len(tokenizer), hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
+        "llama", vocab_size=len(tokenizer), hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
         num_hidden_layers=p.num_hidden_layers, num_attention_heads=p.num_attention_heads,
         num_key_value_heads=p.num_key_value_heads, max_position_embeddings=max(4096, p.seq_len),
         tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
@@ -216,8 +227,26 @@ def _device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+@contextmanager
+def _cpu_threads(cfg: PretrainConfig) -> Iterator[None]:
+    """torch's intra-op threads set for the build on a CPU, and put back after it."""
+    before = torch.get_num_threads()
+    wanted = cfg.threads or (1 if cfg.size in ("micro", "tiny") else before)
+    if not torch.cuda.is_available():
+        torch.set_num_threads(wanted)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def pretrain(cfg: PretrainConfig, on_step: OnStep | None = None) -> PretrainResult:
     """Build (or reuse) the base model; inside an active MLflow run, log and register it there."""
+    with _cpu_threads(cfg):
+        return _pretrain(cfg, on_step)
+
+
+def _pretrain(cfg: PretrainConfig, on_step: OnStep | None) -> PretrainResult:
     start = time.perf_counter()
     out, sel, exclude = _output(cfg), cfg.selection(), _exclusions(cfg)
     plan = plan_corpus(sel, _sources(cfg), exclude)
@@ -240,8 +269,9 @@ def pretrain(cfg: PretrainConfig, on_step: OnStep | None = None) -> PretrainResu
     budget = max(p.minutes * 60 - (time.perf_counter() - start) - min(20.0, p.minutes * 6), 1.0)
     loop = LoopPlan(batch_size=p.batch_size, learning_rate=p.learning_rate, warmup_steps=cfg.warmup_steps,
                     max_steps=cfg.max_steps, budget_s=budget if not cfg.max_steps or cfg.minutes else 0.0,
-                    checkpoint_s=cfg.checkpoint_s)
-    blocks = packed_blocks(tokenizer, corpus.documents, p.seq_len, start=state.blocks)
+                    checkpoint_s=cfg.checkpoint_s, short_share=p.short_share if p.short_seq_len else 0.0,
+                    units_per_sequence=p.seq_len // p.short_seq_len if p.short_seq_len else 1)
+    blocks = packed_blocks(tokenizer, corpus.documents, p.short_seq_len or p.seq_len, start=state.blocks)
     state = train_loop(model, opt, blocks, loop, state, ckpt, on_step)
     return _finish(cfg, out, key, corpus, model, tokenizer, state, start)
 

@@ -9,8 +9,10 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
+from kernelwright.base_model import pretrain as pretrain_module
 from kernelwright.base_model.loop import STATE_FILE, LoopPlan, LoopState, cosine_lr, schedule_position
 from kernelwright.base_model.pretrain import META_FILE, REGISTERED_BASE, PretrainConfig, _new_model, pretrain
+from kernelwright.base_model.tokenizer import train_code_tokenizer
 from kernelwright.cli import main
 from kernelwright.models import load_base_model, load_tokenizer
 from kernelwright.tracking import EXPERIMENT
@@ -23,8 +25,12 @@ def _cfg(code_dir: Path, out: Path, **kw) -> PretrainConfig:
                           max_steps=STEPS, warmup_steps=4, register=False, **kw)
 
 
-def test_loss_falls_and_the_result_is_an_hf_checkpoint(code_dir: Path, tmp_path: Path) -> None:
+def test_loss_falls_and_the_result_is_an_hf_checkpoint(code_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    keep = {}
+    monkeypatch.setattr(pretrain_module, "train_code_tokenizer",
+                        lambda *a: keep.setdefault("t", train_code_tokenizer(*a)))
     result = pretrain(_cfg(code_dir, tmp_path / "base"))
+    keep["t"].save_pretrained(tmp_path / "tok")
     meta = json.loads((result.path / META_FILE).read_text())
     losses = [loss for _, loss in meta["losses"]]
     assert result.steps == STEPS and not result.reused
@@ -36,6 +42,9 @@ def test_loss_falls_and_the_result_is_an_hf_checkpoint(code_dir: Path, tmp_path:
     changed = [n for n, p in model.named_parameters() if not torch.equal(p, fresh.state_dict()[n])]
     assert len(changed) == len(list(model.parameters()))
     assert tokenizer.chat_template and "<|im_start|>" in tokenizer.get_vocab()
+    trained = load_tokenizer(tmp_path / "tok")
+    text = (code_dir / "heapq.py").read_text()
+    assert tokenizer(text)["input_ids"] == trained(text)["input_ids"]  # what curation sees is what was trained
     assert meta["heldout"]["samples"] > 0 and meta["heldout"]["bits_per_char"] > 0
     assert not (tmp_path / ".base.pretrain").exists()  # the checkpoint goes once the model is written
 
@@ -112,3 +121,29 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], tmp_path: Path, capsy
     assert main([*argv, "--workdir", str(tmp_path)] if len(argv) > 2 else argv) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "error" in err.lower()
+
+
+def test_curriculum_trains_short_sequences_first_then_joined_blocks(tmp_path: Path) -> None:
+    from kernelwright.base_model.loop import make_optimizer, train_loop
+
+    cfg = PretrainConfig(size="micro")
+    model = _new_model(cfg.preset(), load_tokenizer_stub(), seed=0)
+    lengths: list[int] = []
+    blocks = iter([[1, 2, 3, 4]] * 100)
+    plan = LoopPlan(batch_size=1, learning_rate=1e-3, warmup_steps=1, max_steps=4, budget_s=0.0,
+                    units_per_sequence=2, short_share=0.5)
+    original = model.forward
+
+    def record(*args, **kwargs):
+        lengths.append(kwargs["input_ids"].shape[1])
+        return original(*args, **kwargs)
+
+    model.forward = record  # type: ignore[method-assign]
+    state = train_loop(model, make_optimizer(model, 1e-3), blocks, plan, LoopState(), tmp_path)
+    assert lengths == [4, 4, 8, 8] and state.blocks == 6 and plan.units(0.49) == 1 and plan.units(0.5) == 2
+
+
+def load_tokenizer_stub():
+    from kernelwright.models import train_tokenizer
+
+    return train_tokenizer(["def f(x):\n    return x\n"] * 20, 300)

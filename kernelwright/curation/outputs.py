@@ -18,11 +18,18 @@ from kernelwright import atomic
 from kernelwright.config import config_to_params
 from kernelwright.curation.filters import FilterReport
 from kernelwright.curation.heatmap import weight_heatmap_html
+from kernelwright.curation.heatmap_png import weight_heatmap_png
 from kernelwright.errors import UsageError
 from kernelwright.tracking import log_curated_dataset
 
 if TYPE_CHECKING:
     from kernelwright.curation.stage import CurateConfig
+
+
+HEADLINE = ("masked_share", "sensitive_share", "high_share", "masked_share_of_other", "masked_share_of_sensitive",
+            "regions", "samples_with_region", "region_token_share", "mean_p", "sample_weight_min",
+            "sample_weight_max", "sample_weight_std")
+"""The figures that say how much CuSeT acts on this corpus: also logged as params `curate.figure.<name>`."""
 
 
 def nothing_left(cfg: CurateConfig, out: Path, report: FilterReport,
@@ -61,6 +68,8 @@ def write_outputs(out: Path, data: pl.DataFrame, cfg: CurateConfig, report: Filt
     atomic.write_json(out / "cuset.json", asdict(cfg.cuset()))
     atomic.write_json(out / "report.json", {"filters": report.as_dict(), "stats": stats, "base_model": str(base)})
     atomic.write_text(out / "weights.html", weight_heatmap_html(data.head(4), decode))
+    if data.height:
+        weight_heatmap_png(data.row(0, named=True), decode, out / "weights.png")
 
 
 def log_outputs(cfg: CurateConfig, out: Path, data: pl.DataFrame, report: FilterReport,
@@ -69,6 +78,7 @@ def log_outputs(cfg: CurateConfig, out: Path, data: pl.DataFrame, report: Filter
     if mlflow.active_run() is None:
         return
     mlflow.log_params({**config_to_params(cfg, "curate."), "curate.base_model_path": str(base)})
+    mlflow.log_params({f"curate.figure.{k}": f"{float(stats[k]):.6g}" for k in HEADLINE if k in stats})
     mlflow.log_metrics({f"curate.{k}": float(v) for k, v in stats.items()})
     mlflow.log_metrics({f"curate.removed.{k}": float(len(v)) for k, v in report.removed.items()})
     mlflow.log_metrics({f"curate.flagged.{k}": float(len(v)) for k, v in report.flagged.items()})

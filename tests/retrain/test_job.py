@@ -1,5 +1,6 @@
 """`kernelwright retrain` end to end on a CPU, with a generator and a GPU-verifier double: promotion,
-skipping, a worse candidate, a champion evaluated again in a new scope, rollback, pruning."""
+skipping, a worse candidate, a champion evaluated again in a new scope, rollback, pruning (the run
+without a GPU is in test_resume.py)."""
 
 from __future__ import annotations
 
@@ -75,22 +76,6 @@ def test_retrain_promotes_skips_rejects_reevaluates_and_rolls_back(
     assert _aliases() == ("2", "1")
     kept = sorted(p.name for p in (tmp_path / "kw" / "retrain").glob("train-*/checkpoint-*"))
     assert kept == ["checkpoint-2", "checkpoint-2"]  # one kept per finished training (keep_checkpoints 1)
-
-
-def test_without_a_gpu_the_run_is_not_gated_and_no_alias_moves(
-        tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelwright.evaluation import stage
-    from tests.retrain._doubles import honest_generations
-
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.setattr(stage, "cuda_available", lambda: False)
-    monkeypatch.setattr(stage, "generate_into", honest_generations)
-    result = run_retrain(tiny_retrain(tmp_path, tiny_model_dir, keep_checkpoints=0))
-    assert result.decision == "not_gated" and "not GPU-verified" in result.reason
-    assert result.champion_version is None and alias_version(REGISTERED_MODEL, CHAMPION) is None
-    assert alias_version(REGISTERED_MODEL, "candidate") == result.candidate_version
-    assert not list((tmp_path / "kw" / "retrain").glob("train-*/checkpoint-*"))  # keep_checkpoints 0: final only
-    assert run_retrain(tiny_retrain(tmp_path, tiny_model_dir)).decision == "skipped"
 
 
 def test_bad_input_is_refused_before_the_store_is_touched(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""A retrain killed (SIGKILL) during training resumes, on the next run, into the same MLflow runs."""
+"""A retrain killed (SIGKILL) during training resumes, on the next run, into the same MLflow runs; on a
+machine without a GPU that run is `not_gated` and moves no alias."""
 
 from __future__ import annotations
 
@@ -10,23 +11,25 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
+from kernelwright.evaluation import stage
 from kernelwright.evaluation.gate import CHAMPION
 from kernelwright.evaluation.registry import alias_version
 from kernelwright.retrain.job import run_retrain
 from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL
 from kernelwright.training.resume import RUN_ID_FILE
-from tests.retrain._doubles import on_a_fake_gpu, tiny_retrain
+from tests.retrain._doubles import honest_generations, tiny_retrain
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
-def test_a_retrain_killed_during_training_resumes_into_the_same_runs(
+def test_a_retrain_killed_during_training_resumes_into_the_same_runs_and_without_a_gpu_is_not_gated(
         tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    cfg = tiny_retrain(tmp_path, tiny_model_dir, max_steps=4, save_steps=2)
+    cfg = tiny_retrain(tmp_path, tiny_model_dir, max_steps=4, save_steps=2, keep_checkpoints=0)
     (tmp_path / "cfg.json").write_text(json.dumps(asdict(cfg)))
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | {"PYTHONPATH": str(ROOT)}
     killed = subprocess.run([sys.executable, "-m", "tests.retrain._killed_retrain", str(tmp_path / "cfg.json")],
@@ -34,14 +37,19 @@ def test_a_retrain_killed_during_training_resumes_into_the_same_runs(
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     train_dir = next((tmp_path / "kw" / "retrain").glob("train-*"))
     assert (train_dir / "checkpoint-2" / "trainer_state.json").is_file() and not (train_dir / "final").exists()
-    client = MlflowClient(f"sqlite:///{tmp_path / 'kw' / 'mlflow.db'}")
+    uri = f"sqlite:///{tmp_path / 'kw' / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    mlflow.set_tracking_uri(uri)  # for alias_version, before the retrain below sets it
     train_run = (train_dir / RUN_ID_FILE).read_text().strip()
     assert client.get_run(train_run).info.status == "RUNNING"  # killed: nobody ended it
     assert alias_version(REGISTERED_MODEL, CHAMPION) is None
 
-    gpu = on_a_fake_gpu(monkeypatch)
-    result = run_retrain(cfg, verifier=gpu)
-    assert result.decision == "promoted" and result.candidate_version == "1"
+    monkeypatch.setattr(stage, "cuda_available", lambda: False)
+    monkeypatch.setattr(stage, "generate_into", honest_generations)
+    result = run_retrain(cfg)
+    assert (result.decision, result.candidate_version, result.champion_version) == ("not_gated", "1", None)
+    assert "not GPU-verified" in result.reason and alias_version(REGISTERED_MODEL, "candidate") == "1"
+    assert alias_version(REGISTERED_MODEL, CHAMPION) is None
     resumed = client.get_run(train_run)
     assert resumed.info.status == "FINISHED" and resumed.data.tags["kw.resumed_from"].endswith("checkpoint-2")
     assert resumed.data.tags["mlflow.parentRunId"] == result.run_id  # the killed attempt's parent, resumed
@@ -52,4 +60,5 @@ def test_a_retrain_killed_during_training_resumes_into_the_same_runs(
     assert client.get_run(result.run_id).data.tags["kw.retrain.resumed"] == "true"
     children = client.search_runs([exp.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{result.run_id}'")
     assert sorted(r.info.run_name for r in children) == ["curate", "evaluate", "train"]
-    assert [p.name for p in train_dir.glob("checkpoint-*")] == ["checkpoint-4"]  # pruned to the newest
+    assert not list(train_dir.glob("checkpoint-*")) and (train_dir / "final").is_dir()  # keep_checkpoints 0
+    assert run_retrain(cfg).decision == "skipped"

@@ -2,7 +2,8 @@
 
 The lifespan starts loading the model off the event loop and returns at once, so `/healthz`
 answers while the weights load and `/readyz` (and every /v1 route) answers 503 until they are
-in; a load that fails keeps `/readyz` at 503 with the reason.
+in; a load that fails keeps `/readyz` at 503 with the reason. Once loaded, the registry alias is
+polled (reload.py) and a version it moves to replaces the served one without a restart.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from kernelwright import __version__
 from kernelwright.serving.backend import ServingBackend
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.limits import add_headers, http_error, server_error
-from kernelwright.serving.loading import Loader, default_loader
+from kernelwright.serving.loading import Loader, default_loader, default_reloader
 from kernelwright.serving.ratelimit import STORE_NAME, close_store, rate_limit_store
+from kernelwright.serving.reload import Reloader, Served, watch
 from kernelwright.serving.routes import healthz, readyz, v1_router
 from kernelwright.serving.schemas import ModelInfo
 
@@ -33,21 +35,23 @@ log = logging.getLogger(__name__)
 
 async def _load(state: State, loader: Loader) -> None:
     try:
-        state.backend, state.model_info = await asyncio.to_thread(loader)
+        state.served = Served(*await asyncio.to_thread(loader))
         state.ready = True
     except Exception as exc:  # the reason is kept for /readyz; the process stays up for health checks
         state.load_error = str(exc) or type(exc).__name__
         log.error("the model failed to load: %s", state.load_error)
 
 
-def _lifespan(loader: Loader | None):  # type: ignore[no-untyped-def]
+def _lifespan(loader: Loader | None, reloader: Reloader | None, interval_s: float):  # type: ignore[no-untyped-def]
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        task = asyncio.create_task(_load(app.state, loader)) if loader is not None else None
+        tasks = [asyncio.create_task(_load(app.state, loader))] if loader is not None else []
+        if reloader is not None and interval_s > 0:
+            tasks.append(asyncio.create_task(watch(app.state, reloader, interval_s)))
         try:
             yield
         finally:
-            if task is not None and not task.done():
+            for task in tasks:
                 task.cancel()
             await close_store(app.stores.get(STORE_NAME))
 
@@ -55,21 +59,25 @@ def _lifespan(loader: Loader | None):  # type: ignore[no-untyped-def]
 
 
 def _state(cfg: ServeConfig, backend: ServingBackend | None, info: ModelInfo | None) -> State:
-    return State({"cfg": cfg, "api_keys": cfg.keys(), "backend": backend, "ready": backend is not None,
-                  "model_info": info or ModelInfo(name=cfg.model), "load_error": None, "started": time.time()})
+    served = Served(backend, info or ModelInfo(name=cfg.model)) if backend is not None else None
+    return State({"cfg": cfg, "api_keys": cfg.keys(), "served": served, "ready": served is not None,
+                  "load_error": None, "started": time.time()})
 
 
 def create_app(cfg: ServeConfig | None = None, backend: ServingBackend | None = None, *,
-               loader: Loader | None = None, model_info: ModelInfo | None = None) -> Litestar:
-    """The app; `backend` serves at once (tests), else `loader` (default: what cfg names) loads in the lifespan."""
+               loader: Loader | None = None, model_info: ModelInfo | None = None,
+               reloader: Reloader | None = None) -> Litestar:
+    """The app; `backend` serves at once (tests), else `loader` (default: what cfg names) loads in the lifespan.
+
+    `reloader` (default: cfg's alias, when it names one) is polled every `cfg.reload_interval_s`."""
     cfg = cfg or ServeConfig()
     if backend is None and loader is None:
-        loader = default_loader(cfg)
+        loader, reloader = default_loader(cfg), reloader or default_reloader(cfg)
     prometheus = PrometheusConfig(app_name="kernelwright", prefix="kernelwright_http", group_path=True,
                                   exclude=["/metrics"])
     return Litestar(
         route_handlers=[v1_router(cfg), healthz, readyz, PrometheusController],
-        lifespan=[_lifespan(loader if backend is None else None)],
+        lifespan=[_lifespan(loader if backend is None else None, reloader, cfg.reload_interval_s)],
         state=_state(cfg, backend, model_info),
         middleware=[prometheus.middleware],
         before_send=[add_headers],

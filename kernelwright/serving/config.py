@@ -51,6 +51,10 @@ class ServeConfig:
     workdir: str | None = field(default=None, metadata={
         "help": "Work folder whose MLflow store resolves models:/ URIs (MLFLOW_TRACKING_URI wins). "
                 "None: ./.kernelwright."})
+    reload_interval_s: float = field(default=60.0, metadata={
+        "help": "Seconds between polls of the registry alias (models:/NAME@ALIAS with the hf backend); when it "
+                "names another version, that one loads in the background (both are in memory meanwhile) and "
+                "replaces the served one, requests in flight finishing on the old. 0: never poll."})
     rate_limit_per_minute: int = field(default=0, metadata={
         "help": "Requests a minute each API key may send to /v1 routes (the client address is counted when no "
                 "keys are configured); one more answers 429 with Retry-After. 0: no limit."})
@@ -68,6 +72,8 @@ class ServeConfig:
             raise ValueError("default_max_new_tokens must be between 1 and max_new_tokens")
         if self.max_body_bytes < 1 or self.max_code_chars < 1:
             raise ValueError("max_body_bytes and max_code_chars must be positive")
+        if self.reload_interval_s < 0:
+            raise ValueError("reload_interval_s must be 0 (never poll) or more")
         if self.rate_limit_per_minute < 0:
             raise ValueError("rate_limit_per_minute must be 0 (no limit) or more")
         if self.max_queue < 0 or self.compile_workers < 1:

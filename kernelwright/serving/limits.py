@@ -21,6 +21,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from kernelwright.serving import metrics
 from kernelwright.serving.backend import PromptTooLong
+from kernelwright.serving.reload import version_label
 
 log = logging.getLogger(__name__)
 REQUEST_ID = "x-request-id"
@@ -81,7 +82,8 @@ async def add_headers(message: Message, scope: Scope) -> None:
     if message["type"] != "http.response.start" or scope["type"] != "http":
         return
     state = scope["app"].state
-    version = (state.model_info.version or "local") if state.ready else "loading"
+    noted = scope.get("state", {}).get("model_version")  # type: ignore[union-attr]
+    version = noted or (version_label(state.served.info) if state.ready else "loading")
     headers = list(message.get("headers", []))
     headers += [(REQUEST_ID.encode(), request_id(scope).encode()), (MODEL_VERSION.encode(), str(version).encode())]
     message["headers"] = headers

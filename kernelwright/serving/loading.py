@@ -14,6 +14,7 @@ from kernelwright.errors import UsageError
 from kernelwright.models import ModelRef, load_model, resolve_ref
 from kernelwright.serving.backend import ScriptedBackend, ServingBackend
 from kernelwright.serving.config import ServeConfig
+from kernelwright.serving.reload import Reloader
 from kernelwright.serving.schemas import ModelInfo
 
 log = logging.getLogger(__name__)
@@ -82,13 +83,28 @@ def default_loader(cfg: ServeConfig) -> Loader:
         return lambda: (ScriptedBackend.from_file(path), ModelInfo(name="scripted", version="0"))
 
     def load_hf() -> tuple[ServingBackend, ModelInfo]:
-        from kernelwright.serving.hf import HFServingBackend
-
         if cfg.model.startswith("models:/"):
             use_store(cfg)
-        ref, info = resolve_model(cfg.model)
-        model, tokenizer = load_model(ref)
-        log.info("loaded %s (version %s)", info.name, info.version)
-        return HFServingBackend(model, tokenizer), info
+        return _load_hf(*resolve_model(cfg.model))
 
     return load_hf
+
+
+def _load_hf(ref: ModelRef, info: ModelInfo) -> tuple[ServingBackend, ModelInfo]:
+    from kernelwright.serving.hf import HFServingBackend
+
+    model, tokenizer = load_model(ref)
+    log.info("loaded %s (version %s)", info.name, info.version)
+    return HFServingBackend(model, tokenizer), info
+
+
+def default_reloader(cfg: ServeConfig) -> Reloader | None:
+    """Polls what `cfg.model`'s alias names now; None when there is no alias to follow or polling is off."""
+    if cfg.backend != "hf" or not cfg.reload_interval_s or not cfg.model.startswith("models:/") or "@" not in cfg.model:
+        return None
+
+    def reload(current: ModelInfo) -> tuple[ServingBackend, ModelInfo] | None:
+        ref, info = resolve_model(cfg.model)
+        return None if info.version == current.version else _load_hf(ref, info)
+
+    return reload

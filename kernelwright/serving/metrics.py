@@ -18,6 +18,8 @@ PROMPT_TOKENS = Counter("kernelwright_prompt_tokens_total", "Prompt tokens read"
 COMPILES = Counter("kernelwright_compile_checks_total", "Compile checks of generated candidates, by outcome",
                    ["result"])
 REPAIRS = Counter("kernelwright_repairs_total", "Candidates regenerated with their compiler log")
+RELOADS = Counter("kernelwright_model_reloads_total", "Polls of the registry alias that swapped in a new "
+                  "version (swapped) or failed to (failed)", ["result"])
 REJECTED = Counter("kernelwright_queue_rejections_total", "Requests answered 503 because the queue was full")
 
 _lock = threading.Lock()

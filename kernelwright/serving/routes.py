@@ -6,6 +6,7 @@ from typing import Any
 
 from litestar import Response, Router, get, post
 from litestar.datastructures import State
+from litestar.di import NamedDependency, Provide
 from litestar.exceptions import NotFoundException, ServiceUnavailableException, TooManyRequestsException
 from litestar.params import JSONBody
 from litestar.response import ServerSentEvent
@@ -15,6 +16,7 @@ from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.kernels import generate_kernels
 from kernelwright.serving.limits import QueueMiddleware, auth_guard, ready_guard
 from kernelwright.serving.ratelimit import rate_limit_middleware
+from kernelwright.serving.reload import Served, provide_served
 from kernelwright.serving.schemas import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -37,51 +39,55 @@ class EventStream(ServerSentEvent):
         return super().to_asgi_response(*args, **kwargs)
 
 
-def model_id(state: State) -> str:
-    return str(state.model_info.name)
+def model_id(served: Served) -> str:
+    return str(served.info.name)
 
 
-def _check_model(state: State, asked: str | None) -> None:
-    accepted = {model_id(state), state.cfg.model, f"{model_id(state)}/{state.model_info.version}"}
+def _check_model(state: State, served: Served, asked: str | None) -> None:
+    accepted = {model_id(served), state.cfg.model, f"{model_id(served)}/{served.info.version}"}
     if asked is not None and asked not in accepted:
-        raise NotFoundException(f"model {asked!r} is not served here (this server serves {model_id(state)!r})")
+        raise NotFoundException(f"model {asked!r} is not served here (this server serves {model_id(served)!r})")
 
 
 @post("/kernels/generate", status_code=200, raises=BUSY, summary="Generate compile-checked CUDA kernels")
-async def generate(data: JSONBody[GenerateRequest], state: State) -> GenerateResponse:
-    return await generate_kernels(data, state.backend, state.cfg, state.model_info)
+async def generate(data: JSONBody[GenerateRequest], state: State,
+                   served: NamedDependency[Served]) -> GenerateResponse:
+    return await generate_kernels(data, served.backend, state.cfg, served.info)
 
 
-async def _openai(data: openai_api.OpenAIRequest, state: State) -> Any:
-    _check_model(state, data.model)
+async def _openai(data: openai_api.OpenAIRequest, state: State, served: Served) -> Any:
+    _check_model(state, served, data.model)
     if data.stream:
-        events = await openai_api.stream(data, state.backend, state.cfg, model_id(state))
+        events = await openai_api.stream(data, served.backend, state.cfg, model_id(served))
         return EventStream(events)
-    return await openai_api.complete(data, state.backend, state.cfg, model_id(state))
+    return await openai_api.complete(data, served.backend, state.cfg, model_id(served))
 
 
 @post("/chat/completions", status_code=200, raises=BUSY, summary="OpenAI-compatible chat completions")
-async def chat_completions(data: JSONBody[ChatCompletionRequest], state: State) -> ChatCompletion | ServerSentEvent:
-    result: ChatCompletion | ServerSentEvent = await _openai(data, state)
+async def chat_completions(data: JSONBody[ChatCompletionRequest], state: State,
+                           served: NamedDependency[Served]) -> ChatCompletion | ServerSentEvent:
+    result: ChatCompletion | ServerSentEvent = await _openai(data, state, served)
     return result
 
 
 @post("/completions", status_code=200, raises=BUSY, summary="OpenAI-compatible completions")
-async def completions(data: JSONBody[CompletionRequest], state: State) -> TextCompletion | ServerSentEvent:
-    result: TextCompletion | ServerSentEvent = await _openai(data, state)
+async def completions(data: JSONBody[CompletionRequest], state: State,
+                      served: NamedDependency[Served]) -> TextCompletion | ServerSentEvent:
+    result: TextCompletion | ServerSentEvent = await _openai(data, state, served)
     return result
 
 
 @get("/models", raises=BUSY, summary="The served model")
-async def models(state: State) -> ModelList:
-    return ModelList([ModelCard(id=model_id(state), created=int(state.started))])
+async def models(state: State, served: NamedDependency[Served]) -> ModelList:
+    return ModelList([ModelCard(id=model_id(served), created=int(state.started))])
 
 
 def v1_router(cfg: ServeConfig) -> Router:
     """The /v1 routes behind the rate limit (when on), the in-flight bound, the key and readiness guards."""
     limit = rate_limit_middleware(cfg)
     return Router("/v1", route_handlers=[generate, chat_completions, completions, models],
-                  guards=[auth_guard, ready_guard], middleware=[*([limit] if limit else []), QueueMiddleware()])
+                  guards=[auth_guard, ready_guard], middleware=[*([limit] if limit else []), QueueMiddleware()],
+                  dependencies={"served": Provide(provide_served, sync_to_thread=False)})
 
 
 @get("/healthz", summary="200 while the process lives")
@@ -92,7 +98,8 @@ async def healthz() -> dict[str, str]:
 @get("/readyz", summary="200 once the model is loaded, 503 before")
 async def readyz(state: State) -> Response[dict[str, Any]]:
     if state.ready:
-        return Response({"status": "ready", "model": state.model_info.name, "version": state.model_info.version})
+        info = state.served.info
+        return Response({"status": "ready", "model": info.name, "version": info.version})
     status = "failed" if state.load_error else "loading"
     return Response({"status": status, "detail": state.load_error or "the model is loading"}, status_code=503,
                     headers={"Retry-After": str(state.cfg.retry_after_s)})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
 import pytest
@@ -12,6 +11,7 @@ from kernelwright.serving.app import create_app
 from kernelwright.serving.backend import ScriptedBackend
 from kernelwright.serving.config import KEYS_ENV, ServeConfig
 from kernelwright.serving.schemas import ModelInfo
+from tests.serving.backends import GatedBackend
 
 BODY = {"instruction": "Write a ReLU kernel.", "compile_check": False}
 
@@ -38,19 +38,6 @@ def test_a_body_over_the_limit_is_a_413(client_for, good_text) -> None:
     with client_for([good_text], max_body_bytes=2000) as (client, _):
         r = client.post("/v1/kernels/generate", json={"instruction": "x" * 5000})
     assert r.status_code == 413
-
-
-class GatedBackend(ScriptedBackend):
-    """Holds every generation until `gate` is set (events across the client's and the app's threads)."""
-
-    def __init__(self, texts: list[str]) -> None:
-        super().__init__(texts)
-        self.gate, self.entered = threading.Event(), threading.Event()
-
-    async def generate(self, prompts, sampling):  # type: ignore[no-untyped-def]
-        self.entered.set()
-        await asyncio.to_thread(self.gate.wait, 10)
-        return await super().generate(prompts, sampling)
 
 
 def test_a_full_queue_answers_503_with_retry_after(good_text) -> None:

@@ -3,7 +3,7 @@
     kernelwright pipeline | curate | train | evaluate | verify | serve | retrain | promote | schedule |
                  mlflow-server [--help]
 
-Exit status: 0 success, 1 failure, 2 bad input or a stage that is not available yet, 3 no CUDA
+Exit status: 0 success, 1 failure, 2 bad input, 3 no CUDA
 device where one is required. Errors print one clear line, never a traceback (set
 KERNELWRIGHT_DEBUG=1 to see it).
 """
@@ -23,7 +23,7 @@ from rich.console import Console
 
 from kernelwright import __version__
 from kernelwright.config import parse_config
-from kernelwright.errors import KernelwrightError, NotImplementedStage, UsageError
+from kernelwright.errors import KernelwrightError, UsageError
 
 if TYPE_CHECKING:
     from kernelwright.evaluation.stage import EvaluateResult
@@ -224,13 +224,6 @@ def _schedule(argv: Sequence[str]) -> int:
     from kernelwright.retrain.commands import schedule_command
 
     return schedule_command(argv, console)
-
-
-def _not_yet(name: str) -> Callable[[Sequence[str]], int]:
-    def run(argv: Sequence[str]) -> int:
-        raise NotImplementedStage(f"`kernelwright {name}` is not available in kernelwright {__version__}")
-
-    return run
 
 
 COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {

@@ -15,12 +15,6 @@ class UsageError(KernelwrightError):
     exit_code = 2
 
 
-class NotImplementedStage(KernelwrightError):
-    """A subcommand that is not available yet: it says so and exits 2."""
-
-    exit_code = 2
-
-
 class NoCudaDevice(KernelwrightError):
     """A GPU-only step was asked for on a machine without a CUDA device."""
 

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright import __version__
 from kernelwright.cli import main
 from kernelwright.config import parse_config
 from kernelwright.errors import UsageError
@@ -47,14 +46,6 @@ def test_invalid_value_is_a_usage_error() -> None:
 def test_missing_config_file_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not found"):
         parse_config(TrainConfig, ["--config", str(tmp_path / "nope.yaml")], "t")
-
-
-@pytest.mark.parametrize("command", ["retrain"])
-def test_unavailable_stages_say_so_and_exit_2(command: str, capsys) -> None:
-    assert main([command]) == 2
-    err = " ".join(capsys.readouterr().err.split())
-    assert err == (f"kernelwright {command}: error: `kernelwright {command}` is not available in "
-                   f"kernelwright {__version__}")
 
 
 def test_unknown_command_exits_2(capsys) -> None:

@@ -53,7 +53,7 @@ from kernelwright.retrain.stages import (
 )
 from kernelwright.retrain.watermark import TAG, Watermark, compute_watermark, digest_settings
 from kernelwright.seed import seed_root
-from kernelwright.tracking import setup_tracking
+from kernelwright.tracking import EXPERIMENT, setup_tracking
 from kernelwright.workdir import resolve_workdir, tracking_uri
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ def watermark_of(cfg: RetrainConfig, workdir: Path) -> Watermark:
 
 
 def _search(mark: Watermark, extra: str = "") -> list[Run]:
-    exp = mlflow.get_experiment_by_name("kernelwright")
+    exp = mlflow.get_experiment_by_name(EXPERIMENT)
     if exp is None:
         return []
     query = f"tags.`{TAG}watermark` = '{mark.key}' and attributes.status = 'FINISHED'{extra}"

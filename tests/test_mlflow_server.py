@@ -1,4 +1,5 @@
-"""`kernelwright mlflow-server`: its command lines, the schema upgrade on PostgreSQL, and a real server."""
+"""`kernelwright mlflow-server`: its command lines and a real server (its schema upgrade on PostgreSQL is
+tested with a retrain on that store, tests/retrain/test_postgresql_store.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from kernelwright.cli import MlflowServerConfig, main, mlflow_server_commands
-from tests.retrain._pg import scratch_database
 
 
 def test_default_is_sqlite_in_the_work_folder_with_proxied_artifacts(tmp_path: Path) -> None:
@@ -47,37 +47,13 @@ def test_a_bad_store_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureF
     assert "mlflow db upgrade" in err and "failed" in err and "Traceback" not in err
 
 
-def test_the_schema_upgrade_makes_a_postgresql_database_a_registry(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from mlflow.tracking import MlflowClient
-
-    from kernelwright.evaluation.registry import alias_version, promote, rollback
-    from kernelwright.retrain.lock import retrain_lock
-
-    with scratch_database() as uri:
-        upgrade, _ = mlflow_server_commands(MlflowServerConfig(workdir=str(tmp_path), backend_store_uri=uri))
-        subprocess.run(upgrade, check=True, capture_output=True)
-        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-        client = MlflowClient(uri)
-        client.create_registered_model("kw-pg")
-        for _ in range(2):
-            client.create_model_version("kw-pg", str(tmp_path))
-        import mlflow
-
-        mlflow.set_tracking_uri(uri)
-        promote("kw-pg", "1", "first")
-        assert promote("kw-pg", "2", "better") == "1"
-        assert rollback("kw-pg") == ("1", "2") and alias_version("kw-pg", "champion") == "1"
-        with retrain_lock(None, tmp_path, uri, "kw-pg") as held:  # a PostgreSQL store: its advisory lock
-            assert held.startswith("PostgreSQL advisory lock")
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_the_server_starts_over_the_work_folder_and_answers(tmp_path: Path) -> None:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}

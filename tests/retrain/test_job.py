@@ -30,6 +30,7 @@ def _aliases() -> tuple[str | None, str | None]:
     return alias_version(REGISTERED_MODEL, CHAMPION), alias_version(REGISTERED_MODEL, PREVIOUS_CHAMPION)
 
 
+@pytest.mark.slow
 def test_retrain_promotes_skips_rejects_reevaluates_and_rolls_back(
         tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

@@ -26,6 +26,7 @@ from tests.retrain._doubles import honest_generations, tiny_retrain
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
+@pytest.mark.slow
 def test_a_retrain_killed_during_training_resumes_into_the_same_runs_and_without_a_gpu_is_not_gated(
         tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

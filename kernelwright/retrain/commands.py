@@ -18,7 +18,8 @@ def retrain_command(argv: Sequence[str], console: Console) -> int:
     result = run_retrain(cfg, on_stage=lambda name: console.rule(f"[bold]retrain: {name}"))
     version = f"candidate v{result.candidate_version}" if result.candidate_version else "no candidate"
     console.print(f"[bold]retrain {result.decision}[/]: {result.reason}")
-    console.print(f"{version}; champion v{result.champion_version}; run {result.run_id} "
+    champion = f"champion v{result.champion_version}" if result.champion_version else "no champion"
+    console.print(f"{version}; {champion}; run {result.run_id} "
                   f"(watermark {result.watermark}) in {result.wall_s:.0f} s")
     return 0
 

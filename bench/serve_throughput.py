@@ -547,7 +547,8 @@ def main() -> None:
             server = Server(label, argv_for(port), env, f"http://127.0.0.1:{port}{ready}", tmp / f"{label}.log",
                             args.start_timeout)
             print(f"--- {label}: {' '.join(server.argv)}", flush=True)
-            entry: dict[str, Any] = {"command": " ".join(server.argv).replace(str(tmp), "$TMP"),
+            entry: dict[str, Any] = {"command": " ".join(server.argv).replace(str(tmp), "$TMP").replace(
+                f"{Path.cwd()}{os.sep}", ""),
                                      "loadavg_before": _loadavg()}
             try:
                 with server.running():

@@ -18,13 +18,14 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
-from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
+from litestar.plugins.prometheus import PrometheusConfig
 
 from kernelwright import __version__
 from kernelwright.serving.backend import ServingBackend
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.limits import add_headers, http_error, server_error
 from kernelwright.serving.loading import Loader, default_loader, default_reloader
+from kernelwright.serving.openapi_docs import COMPONENTS, MetricsController
 from kernelwright.serving.ratelimit import STORE_NAME, close_store, rate_limit_store
 from kernelwright.serving.reload import Reloader, Served, watch
 from kernelwright.serving.routes import healthz, readyz, v1_router
@@ -76,7 +77,7 @@ def create_app(cfg: ServeConfig | None = None, backend: ServingBackend | None = 
     prometheus = PrometheusConfig(app_name="kernelwright", prefix="kernelwright_http", group_path=True,
                                   exclude=["/metrics"])
     return Litestar(
-        route_handlers=[v1_router(cfg), healthz, readyz, PrometheusController],
+        route_handlers=[v1_router(cfg), healthz, readyz, MetricsController],
         lifespan=[_lifespan(loader if backend is None else None, reloader, cfg.reload_interval_s)],
         state=_state(cfg, backend, model_info),
         middleware=[prometheus.middleware],
@@ -84,6 +85,6 @@ def create_app(cfg: ServeConfig | None = None, backend: ServingBackend | None = 
         exception_handlers={HTTPException: http_error, Exception: server_error},
         request_max_body_size=cfg.max_body_bytes,
         stores={STORE_NAME: rate_limit_store(cfg)},
-        openapi_config=OpenAPIConfig(title="kernelwright", version=__version__, path="/schema"),
+        openapi_config=OpenAPIConfig(title="kernelwright", version=__version__, path="/schema", components=COMPONENTS),
         debug=False,
     )

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Response, Router, get, post
+from litestar import Request, Response, Router, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
-from litestar.exceptions import NotFoundException, ServiceUnavailableException, TooManyRequestsException
+from litestar.exceptions import NotFoundException
 from litestar.params import JSONBody
 from litestar.response import ServerSentEvent
 
 from kernelwright.serving import openai_api
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.kernels import generate_kernels
-from kernelwright.serving.limits import QueueMiddleware, auth_guard, ready_guard
+from kernelwright.serving.limits import QueueMiddleware, auth_guard, ready_guard, strict_body
+from kernelwright.serving.openapi_docs import READ_ERRORS, SECURITY, WRITE_ERRORS, JSONOrEventStream
 from kernelwright.serving.ratelimit import rate_limit_middleware
 from kernelwright.serving.reload import Served, provide_served
 from kernelwright.serving.schemas import (
@@ -27,8 +28,6 @@ from kernelwright.serving.schemas import (
     ModelList,
     TextCompletion,
 )
-
-BUSY = [ServiceUnavailableException, TooManyRequestsException]
 
 
 class EventStream(ServerSentEvent):
@@ -49,13 +48,16 @@ def _check_model(state: State, served: Served, asked: str | None) -> None:
         raise NotFoundException(f"model {asked!r} is not served here (this server serves {model_id(served)!r})")
 
 
-@post("/kernels/generate", status_code=200, raises=BUSY, summary="Generate compile-checked CUDA kernels")
-async def generate(data: JSONBody[GenerateRequest], state: State,
+@post("/kernels/generate", status_code=200, raises=WRITE_ERRORS, summary="Generate compile-checked CUDA kernels")
+async def generate(data: JSONBody[GenerateRequest], request: Request[Any, Any, Any], state: State,
                    served: NamedDependency[Served]) -> GenerateResponse:
-    return await generate_kernels(data, served.backend, state.cfg, served.info)
+    body = await strict_body(request, data)
+    return await generate_kernels(body, served.backend, state.cfg, served.info)
 
 
-async def _openai(data: openai_api.OpenAIRequest, state: State, served: Served) -> Any:
+async def _openai(data: openai_api.OpenAIRequest, request: Request[Any, Any, Any], state: State,
+                  served: Served) -> Any:
+    data = await strict_body(request, data)
     _check_model(state, served, data.model)
     if data.stream:
         events = await openai_api.stream(data, served.backend, state.cfg, model_id(served))
@@ -63,21 +65,23 @@ async def _openai(data: openai_api.OpenAIRequest, state: State, served: Served) 
     return await openai_api.complete(data, served.backend, state.cfg, model_id(served))
 
 
-@post("/chat/completions", status_code=200, raises=BUSY, summary="OpenAI-compatible chat completions")
-async def chat_completions(data: JSONBody[ChatCompletionRequest], state: State,
+@post("/chat/completions", status_code=200, raises=WRITE_ERRORS, operation_class=JSONOrEventStream,
+      summary="OpenAI-compatible chat completions")
+async def chat_completions(data: JSONBody[ChatCompletionRequest], request: Request[Any, Any, Any], state: State,
                            served: NamedDependency[Served]) -> ChatCompletion | ServerSentEvent:
-    result: ChatCompletion | ServerSentEvent = await _openai(data, state, served)
+    result: ChatCompletion | ServerSentEvent = await _openai(data, request, state, served)
     return result
 
 
-@post("/completions", status_code=200, raises=BUSY, summary="OpenAI-compatible completions")
-async def completions(data: JSONBody[CompletionRequest], state: State,
+@post("/completions", status_code=200, raises=WRITE_ERRORS, operation_class=JSONOrEventStream,
+      summary="OpenAI-compatible completions")
+async def completions(data: JSONBody[CompletionRequest], request: Request[Any, Any, Any], state: State,
                       served: NamedDependency[Served]) -> TextCompletion | ServerSentEvent:
-    result: TextCompletion | ServerSentEvent = await _openai(data, state, served)
+    result: TextCompletion | ServerSentEvent = await _openai(data, request, state, served)
     return result
 
 
-@get("/models", raises=BUSY, summary="The served model")
+@get("/models", raises=READ_ERRORS, summary="The served model")
 async def models(state: State, served: NamedDependency[Served]) -> ModelList:
     return ModelList([ModelCard(id=model_id(served), created=int(state.started))])
 
@@ -87,7 +91,7 @@ def v1_router(cfg: ServeConfig) -> Router:
     limit = rate_limit_middleware(cfg)
     return Router("/v1", route_handlers=[generate, chat_completions, completions, models],
                   guards=[auth_guard, ready_guard], middleware=[*([limit] if limit else []), QueueMiddleware()],
-                  dependencies={"served": Provide(provide_served, sync_to_thread=False)})
+                  dependencies={"served": Provide(provide_served, sync_to_thread=False)}, security=SECURITY)
 
 
 @get("/healthz", summary="200 while the process lives")

@@ -29,6 +29,17 @@ def test_malformed_bodies_are_4xx(client_for, good_text, route: str, body: objec
     assert "Traceback" not in r.text and r.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(("body", "field"), [
+    ({"instruction": "x", "n": "2"}, "n"), ({"instruction": "x", "compile_check": 1}, "compile_check"),
+    ({"messages": [{"role": "user", "content": "x"}], "logprobs": 0}, "logprobs"),
+])
+def test_no_lax_coercion_strings_or_numbers_for_other_types(client_for, good_text, body, field) -> None:
+    route = "/v1/kernels/generate" if "instruction" in body else "/v1/chat/completions"
+    with client_for([good_text]) as (client, _):
+        r = client.post(route, json=body)
+    assert r.status_code == 400 and r.json()["error"]["param"] == field, r.text
+
+
 @pytest.mark.parametrize("route", ROUTES)
 def test_wrong_content_and_methods_are_4xx(client_for, good_text, route: str) -> None:
     with client_for([good_text]) as (client, _):

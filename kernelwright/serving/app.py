@@ -23,6 +23,7 @@ from litestar.plugins.prometheus import PrometheusConfig
 from kernelwright import __version__
 from kernelwright.serving.backend import ServingBackend
 from kernelwright.serving.config import ServeConfig
+from kernelwright.serving.lifecycle import drain
 from kernelwright.serving.limits import add_headers, http_error, server_error
 from kernelwright.serving.loading import Loader, default_loader, default_reloader
 from kernelwright.serving.openapi_docs import COMPONENTS, MetricsController
@@ -46,12 +47,14 @@ async def _load(state: State, loader: Loader) -> None:
 def _lifespan(loader: Loader | None, reloader: Reloader | None, interval_s: float):  # type: ignore[no-untyped-def]
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        app.state.draining = False  # a lifespan started again (in tests) serves again
         tasks = [asyncio.create_task(_load(app.state, loader))] if loader is not None else []
         if reloader is not None and interval_s > 0:
             tasks.append(asyncio.create_task(watch(app.state, reloader, interval_s)))
         try:
             yield
         finally:
+            await drain(app.state, app.state.cfg.drain_timeout_s)
             for task in tasks:
                 task.cancel()
             await close_store(app.stores.get(STORE_NAME))
@@ -62,7 +65,8 @@ def _lifespan(loader: Loader | None, reloader: Reloader | None, interval_s: floa
 def _state(cfg: ServeConfig, backend: ServingBackend | None, info: ModelInfo | None) -> State:
     served = Served(backend, info or ModelInfo(name=cfg.model)) if backend is not None else None
     return State({"cfg": cfg, "api_keys": cfg.keys(), "served": served, "ready": served is not None,
-                  "load_error": None, "started": time.time()})
+                  "load_error": None, "started": time.time(),
+                  "in_flight": 0, "draining": False})
 
 
 def create_app(cfg: ServeConfig | None = None, backend: ServingBackend | None = None, *,

@@ -55,6 +55,9 @@ class ServeConfig:
         "help": "Seconds between polls of the registry alias (models:/NAME@ALIAS with the hf backend); when it "
                 "names another version, that one loads in the background (both are in memory meanwhile) and "
                 "replaces the served one, requests in flight finishing on the old. 0: never poll."})
+    drain_timeout_s: float = field(default=30.0, metadata={
+        "help": "At shutdown, seconds to wait for requests in flight to finish (new ones answer 503 meanwhile); "
+                "also uvicorn's graceful-shutdown timeout. 0: do not wait."})
     rate_limit_per_minute: int = field(default=0, metadata={
         "help": "Requests a minute each API key may send to /v1 routes (the client address is counted when no "
                 "keys are configured); one more answers 429 with Retry-After. 0: no limit."})
@@ -72,6 +75,8 @@ class ServeConfig:
             raise ValueError("default_max_new_tokens must be between 1 and max_new_tokens")
         if self.max_body_bytes < 1 or self.max_code_chars < 1:
             raise ValueError("max_body_bytes and max_code_chars must be positive")
+        if self.drain_timeout_s < 0:
+            raise ValueError("drain_timeout_s must be 0 (do not wait) or more")
         if self.reload_interval_s < 0:
             raise ValueError("reload_interval_s must be 0 (never poll) or more")
         if self.rate_limit_per_minute < 0:

@@ -3,7 +3,7 @@
 Generation runs in one dedicated worker thread: requests are served one batch at a time (a
 request's n candidates are one batch), in arrival order, and the event loop stays free for health
 checks, queue answers and streaming. Streaming uses `TextIteratorStreamer`; a client that goes
-away stops its generation at the next token.
+away (streaming or not) stops its generation at the next token.
 """
 
 from __future__ import annotations
@@ -82,11 +82,14 @@ class HFServingBackend:
         return enc
 
     @torch.inference_mode()
-    def _generate_sync(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
+    def _generate_sync(self, prompts: Sequence[Prompt], sampling: Sampling, stop: threading.Event) -> list[Completion]:
         tok = self.tokenizer
+        if stop.is_set():  # cancelled while it waited for the worker
+            return []
         enc = self._encode(prompts, sampling)
         _seed(sampling)
-        out = self.model.generate(**enc, **_generation_kwargs(tok, sampling))
+        out = self.model.generate(**enc, **_generation_kwargs(tok, sampling),
+                                  stopping_criteria=StoppingCriteriaList([_StopWhen(stop)]))
         start = enc["input_ids"].shape[1]
         prompt_lengths = enc["attention_mask"].sum(dim=1).tolist()
         completions = []
@@ -98,8 +101,12 @@ class HFServingBackend:
         return completions
 
     async def generate(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, self._generate_sync, list(prompts), sampling)
+        """The completions; a cancelled caller (its client went away) stops the generation at the next token."""
+        loop, stop = asyncio.get_running_loop(), threading.Event()
+        try:
+            return await loop.run_in_executor(self._pool, self._generate_sync, list(prompts), sampling, stop)
+        finally:
+            stop.set()
 
     @torch.inference_mode()
     def _stream_sync(self, prompt: Prompt, sampling: Sampling, streamer: Any, stop: threading.Event,

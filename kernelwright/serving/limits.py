@@ -48,6 +48,9 @@ def auth_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandl
 
 def ready_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
     state = connection.app.state
+    if state.draining:
+        raise ServiceUnavailableException("the server is shutting down",
+                                          headers={"Retry-After": str(state.cfg.retry_after_s)})
     if not state.ready:
         detail = f"the model failed to load: {state.load_error}" if state.load_error else "the model is loading"
         raise ServiceUnavailableException(detail, headers={"Retry-After": str(state.cfg.retry_after_s)})
@@ -56,22 +59,19 @@ def ready_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHand
 class QueueMiddleware(ASGIMiddleware):
     """At most `max_queue` requests in flight (streams included, until their last byte); 503 beyond."""
 
-    def __init__(self) -> None:
-        self.in_flight = 0
-
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         state = scope["app"].state
         limit = state.cfg.max_queue
-        if limit and self.in_flight >= limit:
+        if limit and state.in_flight >= limit:
             metrics.REJECTED.inc()
             raise ServiceUnavailableException("too many requests in flight: retry later",
                                               headers={"Retry-After": str(state.cfg.retry_after_s)})
-        self.in_flight += 1
+        state.in_flight += 1
         metrics.QUEUE_DEPTH.inc()
         try:
             await next_app(scope, receive, send)
         finally:
-            self.in_flight -= 1
+            state.in_flight -= 1
             metrics.QUEUE_DEPTH.dec()
 
 

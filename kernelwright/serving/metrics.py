@@ -20,6 +20,7 @@ COMPILES = Counter("kernelwright_compile_checks_total", "Compile checks of gener
 REPAIRS = Counter("kernelwright_repairs_total", "Candidates regenerated with their compiler log")
 RELOADS = Counter("kernelwright_model_reloads_total", "Polls of the registry alias that swapped in a new "
                   "version (swapped) or failed to (failed)", ["result"])
+CANCELLED = Counter("kernelwright_requests_cancelled_total", "Requests cancelled because their client went away")
 REJECTED = Counter("kernelwright_queue_rejections_total", "Requests answered 503 because the queue was full")
 
 _lock = threading.Lock()

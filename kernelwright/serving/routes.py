@@ -7,13 +7,14 @@ from typing import Any
 from litestar import Request, Response, Router, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
-from litestar.exceptions import NotFoundException
+from litestar.exceptions import NotFoundException, ServiceUnavailableException
 from litestar.params import JSONBody
 from litestar.response import ServerSentEvent
 
 from kernelwright.serving import openai_api
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.kernels import generate_kernels
+from kernelwright.serving.lifecycle import CancelOnDisconnect
 from kernelwright.serving.limits import QueueMiddleware, auth_guard, ready_guard, strict_body
 from kernelwright.serving.openapi_docs import READ_ERRORS, SECURITY, WRITE_ERRORS, JSONOrEventStream
 from kernelwright.serving.ratelimit import rate_limit_middleware
@@ -89,8 +90,9 @@ async def models(state: State, served: NamedDependency[Served]) -> ModelList:
 def v1_router(cfg: ServeConfig) -> Router:
     """The /v1 routes behind the rate limit (when on), the in-flight bound, the key and readiness guards."""
     limit = rate_limit_middleware(cfg)
+    middleware = [*([limit] if limit else []), QueueMiddleware(), CancelOnDisconnect()]
     return Router("/v1", route_handlers=[generate, chat_completions, completions, models],
-                  guards=[auth_guard, ready_guard], middleware=[*([limit] if limit else []), QueueMiddleware()],
+                  guards=[auth_guard, ready_guard], middleware=middleware,
                   dependencies={"served": Provide(provide_served, sync_to_thread=False)}, security=SECURITY)
 
 
@@ -99,11 +101,13 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@get("/readyz", summary="200 once the model is loaded, 503 before")
+@get("/readyz", raises=[ServiceUnavailableException], summary="200 once the model is loaded, 503 before "
+     "(and while shutting down)")
 async def readyz(state: State) -> Response[dict[str, Any]]:
-    if state.ready:
+    if state.ready and not state.draining:
         info = state.served.info
         return Response({"status": "ready", "model": info.name, "version": info.version})
-    status = "failed" if state.load_error else "loading"
-    return Response({"status": status, "detail": state.load_error or "the model is loading"}, status_code=503,
+    status = "draining" if state.draining else "failed" if state.load_error else "loading"
+    detail = "the server is shutting down" if state.draining else state.load_error or "the model is loading"
+    return Response({"status": status, "detail": detail}, status_code=503,
                     headers={"Retry-After": str(state.cfg.retry_after_s)})

@@ -29,6 +29,7 @@ from kernelwright.serving.loading import Loader, default_loader, default_reloade
 from kernelwright.serving.openapi_docs import COMPONENTS, MetricsController
 from kernelwright.serving.ratelimit import STORE_NAME, close_store, rate_limit_store
 from kernelwright.serving.reload import Reloader, Served, watch
+from kernelwright.serving.request_log import RequestLog
 from kernelwright.serving.routes import healthz, readyz, v1_router
 from kernelwright.serving.schemas import ModelInfo
 
@@ -55,6 +56,8 @@ def _lifespan(loader: Loader | None, reloader: Reloader | None, interval_s: floa
             yield
         finally:
             await drain(app.state, app.state.cfg.drain_timeout_s)
+            if app.state.request_log is not None:
+                await asyncio.to_thread(app.state.request_log.close)
             for task in tasks:
                 task.cancel()
             await close_store(app.stores.get(STORE_NAME))
@@ -66,7 +69,7 @@ def _state(cfg: ServeConfig, backend: ServingBackend | None, info: ModelInfo | N
     served = Served(backend, info or ModelInfo(name=cfg.model)) if backend is not None else None
     return State({"cfg": cfg, "api_keys": cfg.keys(), "served": served, "ready": served is not None,
                   "load_error": None, "started": time.time(),
-                  "in_flight": 0, "draining": False})
+                  "in_flight": 0, "draining": False, "request_log": RequestLog(cfg) if cfg.log_requests else None})
 
 
 def create_app(cfg: ServeConfig | None = None, backend: ServingBackend | None = None, *,

@@ -64,6 +64,12 @@ class ServeConfig:
     redis_url: str | None = field(default=None, metadata={
         "help": "Redis URL (redis://HOST:6379/0) of the store that keeps the rate-limit counts, shared by every "
                 "worker and server naming it. None: each process counts in its own memory."})
+    log_requests: bool = field(default=False, metadata={
+        "help": "Log served kernel and non-streamed completion requests to MLflow (experiment kernelwright-served: "
+                "prompt, code, CUDA sources, compile results; never headers or keys) for retraining. "
+                "False: nothing is logged."})
+    log_requests_batch: int = field(default=32, metadata={
+        "help": "Candidate rows kept before they are appended to the MLflow table (and at shutdown), 1 or more."})
     log_level: str = field(default="info", metadata={"help": "uvicorn log level: debug, info, warning, error."})
 
     def __post_init__(self) -> None:
@@ -75,6 +81,8 @@ class ServeConfig:
             raise ValueError("default_max_new_tokens must be between 1 and max_new_tokens")
         if self.max_body_bytes < 1 or self.max_code_chars < 1:
             raise ValueError("max_body_bytes and max_code_chars must be positive")
+        if self.log_requests_batch < 1:
+            raise ValueError("log_requests_batch must be 1 or more")
         if self.drain_timeout_s < 0:
             raise ValueError("drain_timeout_s must be 0 (do not wait) or more")
         if self.reload_interval_s < 0:

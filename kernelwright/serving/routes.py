@@ -11,11 +11,11 @@ from litestar.exceptions import NotFoundException, ServiceUnavailableException
 from litestar.params import JSONBody
 from litestar.response import ServerSentEvent
 
-from kernelwright.serving import openai_api
+from kernelwright.serving import openai_api, request_log
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.kernels import generate_kernels
 from kernelwright.serving.lifecycle import CancelOnDisconnect
-from kernelwright.serving.limits import QueueMiddleware, auth_guard, ready_guard, strict_body
+from kernelwright.serving.limits import QueueMiddleware, auth_guard, ready_guard, request_id, strict_body
 from kernelwright.serving.openapi_docs import READ_ERRORS, SECURITY, WRITE_ERRORS, JSONOrEventStream
 from kernelwright.serving.ratelimit import rate_limit_middleware
 from kernelwright.serving.reload import Served, provide_served
@@ -53,7 +53,13 @@ def _check_model(state: State, served: Served, asked: str | None) -> None:
 async def generate(data: JSONBody[GenerateRequest], request: Request[Any, Any, Any], state: State,
                    served: NamedDependency[Served]) -> GenerateResponse:
     body = await strict_body(request, data)
-    return await generate_kernels(body, served.backend, state.cfg, served.info)
+    answer = await generate_kernels(body, served.backend, state.cfg, served.info)
+    if state.request_log is not None:
+        cands = [(c.code, c.cuda_sources, c.compile, c.repairs) for c in answer.candidates]
+        await request_log.record(state, request_log.rows_of(request_id(request.scope), "kernels/generate",
+                                                            served.info.version, body.reference_code
+                                                            or body.instruction, cands))
+    return answer
 
 
 async def _openai(data: openai_api.OpenAIRequest, request: Request[Any, Any, Any], state: State,
@@ -63,7 +69,12 @@ async def _openai(data: openai_api.OpenAIRequest, request: Request[Any, Any, Any
     if data.stream:
         events = await openai_api.stream(data, served.backend, state.cfg, model_id(served))
         return EventStream(events)
-    return await openai_api.complete(data, served.backend, state.cfg, model_id(served))
+    answer = await openai_api.complete(data, served.backend, state.cfg, model_id(served))
+    if state.request_log is not None:
+        cands = [(c.kernelwright.code, c.kernelwright.cuda_sources, c.kernelwright.compile, 0) for c in answer.choices]
+        await request_log.record(state, request_log.rows_of(request_id(request.scope), request.url.path,
+                                                            served.info.version, openai_api.prompt_of(data), cands))
+    return answer
 
 
 @post("/chat/completions", status_code=200, raises=WRITE_ERRORS, operation_class=JSONOrEventStream,

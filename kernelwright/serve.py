@@ -46,5 +46,5 @@ def run_serve(cfg: ServeConfig, announce: Callable[[str], object] = log.info) ->
         log.warning("listening on %s without API keys: anyone who can reach the port can generate", cfg.host)
     announce(f"serving {what} on http://{cfg.host}:{cfg.port} (docs at /schema, metrics at /metrics)")
     uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level=cfg.log_level,
-                timeout_graceful_shutdown=10)
+                timeout_graceful_shutdown=max(1, int(cfg.drain_timeout_s)))
     return 0

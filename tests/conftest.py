@@ -30,3 +30,17 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     texts = [t.reference + "\n" + t.solution for t in load_seed_tasks()]
     spec = TinyModelSpec(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=1)
     return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny", texts, spec)
+
+
+@pytest.fixture(autouse=True)
+def _mlflow_globals_restored(monkeypatch):
+    """A stage run selects an experiment (exported to the environment as MLFLOW_EXPERIMENT_ID) and a
+    tracking URI for the process: put both back after every test, so no test inherits another's store."""
+    import mlflow
+    import mlflow.tracking.fluent as fluent
+
+    monkeypatch.setattr(fluent, "_active_experiment_id", fluent._active_experiment_id)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", "")  # set_experiment exports it: removed again after the test
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID")
+    yield
+    mlflow.set_tracking_uri(None)

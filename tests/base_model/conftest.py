@@ -24,17 +24,3 @@ def code_dir(tmp_path: Path) -> Path:
     suite = exclusion_folders()[1]
     shutil.copy(sorted(suite.rglob("*.py"))[0], out / PLANTED)
     return out
-
-
-@pytest.fixture(autouse=True)
-def _mlflow_globals_restored(monkeypatch):
-    """A build inside a stage run selects an experiment (exported to the environment) and a tracking URI for
-    the process: put them back."""
-    import mlflow
-    import mlflow.tracking.fluent as fluent
-
-    monkeypatch.setattr(fluent, "_active_experiment_id", fluent._active_experiment_id)
-    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", "")  # set_experiment exports it: removed again after the test
-    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID")
-    yield
-    mlflow.set_tracking_uri(None)

@@ -53,7 +53,8 @@ class VerifyConfig:
         "help": "Least share of the forward's GPU kernel time, 0 to 1, spent in the candidate's own kernels on "
                 "every shape; below it: fallback_runtime. 0: no share required (the share is still reported)."})
     build_cache: str | None = field(
-        default=None, metadata={"help": "Folder of content-hashed builds. None: ~/.cache/kernelwright/builds."}
+        default=None, metadata={"help": "Folder the judge alone writes: cached reference timings (candidates build "
+                                        "in their runner's scratch folder). None: ~/.cache/kernelwright/builds."}
     )
     host_memory_gb: float = field(default=32.0, metadata={
         "help": "Resident host memory a worker may use, in GiB, before it is killed (out_of_memory); 0: no limit."})

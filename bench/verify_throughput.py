@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,8 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from utilisation import Utilisation
 
 from kernelwright.seed import SeedTask, load_seed_tasks
 from kernelwright.verifier.verdict import median_phase_s
@@ -116,8 +119,9 @@ def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, s
                              timing_budget_s=timing_budget_s, split_build=split_build,
                              profiler_warm_up=profiler_warm_up) for t in tasks]
         start = time.perf_counter()
-        verdicts = verify_many(cfgs, jobs=jobs, on_done=lambda c, v: print(
-            f"  {time.perf_counter() - start:6.0f} s  {Path(c.candidate).parent.name}: {v.brief()}", flush=True))
+        with Utilisation() as use:
+            verdicts = verify_many(cfgs, jobs=jobs, on_done=lambda c, v: print(
+                f"  {time.perf_counter() - start:6.0f} s  {Path(c.candidate).parent.name}: {v.brief()}", flush=True))
         wall = time.perf_counter() - start
     correct = sum(v.correct for v in verdicts)
     bad = {t.id: f"{v.reason}: {v.detail[:200]}" for t, v in zip(tasks, verdicts, strict=True) if not v.correct}
@@ -128,7 +132,14 @@ def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, s
             "median_build_s": builds[len(builds) // 2] if builds else None,
             "builds": dict(Counter(v.build or "none" for v in verdicts)),
             "median_phase_s": median_phase_s(verdicts),
-            "sum_phase_s": {k: sum(v.phase_s.get(k, 0.0) for v in verdicts) for k in phases}}
+            "sum_phase_s": {k: sum(v.phase_s.get(k, 0.0) for v in verdicts) for k in phases},
+            "median_cpu_s": _median_cpu_s(verdicts), "utilisation": use.result()}
+
+
+def _median_cpu_s(verdicts: list) -> dict[str, float]:
+    """Per candidate, the median CPU seconds of its judge and of its runner (compilers included)."""
+    keys = sorted({k for v in verdicts for k in v.cpu_s})
+    return {k: statistics.median(v.cpu_s[k] for v in verdicts if k in v.cpu_s) for k in keys}
 
 
 def _kb_build(task: SeedTask, root: Path) -> float:
@@ -154,14 +165,15 @@ def run_kernelbench(tasks: list[SeedTask], jobs: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="kb_tp_") as tmp:
         root = Path(tmp)
         start = time.perf_counter()
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            builds = list(pool.map(lambda t: _kb_build(t, root), tasks))
-        built = time.perf_counter()
-        evals = [_kb_eval(t, root) for t in tasks]
+        with Utilisation() as use:
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                builds = list(pool.map(lambda t: _kb_build(t, root), tasks))
+            built = time.perf_counter()
+            evals = [_kb_eval(t, root) for t in tasks]
         wall = time.perf_counter() - start
     return {"wall_s": wall, "build_phase_s": built - start, "eval_phase_s": wall - (built - start),
             "candidates": len(tasks), "correct": sum(ok for ok, _ in evals),
-            "median_build_s": sorted(builds)[len(builds) // 2]}
+            "median_build_s": sorted(builds)[len(builds) // 2], "utilisation": use.result()}
 
 
 def per_hour(res: dict) -> float:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -91,6 +92,7 @@ def judged(spec: Spec, progress: Progress) -> Verdict:
             phase = str(progress.state.get("phase", ""))
             verdict = outcome_of_death(gone, phase, runner.exit_code(), runner.stderr_tail())
         verdict.isolation = runner.isolation or None
+        verdict.cpu_s = {"judge": time.process_time(), "runner": runner.cpu_s()}
     return verdict
 
 

@@ -90,6 +90,15 @@ class RunnerHandle:
             return self.proc.wait(timeout=wait_s)
         return None
 
+    def cpu_s(self) -> float:
+        """CPU seconds the runner has used so far, its finished compilers included (0.0 once gone)."""
+        try:
+            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        except OSError:
+            return 0.0
+        ticks = stat.rsplit(")", 1)[1].split()[11:15]  # utime stime cutime cstime
+        return sum(int(t) for t in ticks) / os.sysconf("SC_CLK_TCK")
+
     def stderr_tail(self, limit: int = 800) -> str:
         """The end of what the runner wrote on stderr (the candidate's prints among it)."""
         with contextlib.suppress(OSError, ValueError):

@@ -135,6 +135,7 @@ class Verdict:
     seeds: list[int] = field(default_factory=list)  # correctness seeds drawn, per input distribution
     timing_seed: int | None = None  # first seed of the timed calls' fresh inputs (drawn by the judge)
     tolerance_rule: str = ""  # the rule(s) that judged correctness, comma-separated (verifier/tolerance.py)
+    cpu_s: dict[str, float] = field(default_factory=dict)  # CPU seconds: judge, runner (its compilers included)
     isolation: str | None = None  # what confined the candidate's runner (user, landlock), as the judge set it up
 
     @classmethod

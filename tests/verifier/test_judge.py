@@ -27,7 +27,7 @@ def _judged(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, failure: BaseExcept
     @contextlib.contextmanager
     def runner(_spec: Spec) -> Iterator[Any]:
         yield SimpleNamespace(ready=lambda: None, isolation="user nobody, landlock abi 7", link=None,
-                              exit_code=lambda: 0, stderr_tail=lambda: "")
+                              exit_code=lambda: 0, stderr_tail=lambda: "", cpu_s=lambda: 1.5)
 
     def protocol(*_a: Any) -> Any:
         raise failure
@@ -51,6 +51,7 @@ def test_what_a_runner_says_becomes_a_verdict_about_its_candidate(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, failure: BaseException, reason: str) -> None:
     verdict = _judged(monkeypatch, tmp_path, failure)
     assert verdict.reason == reason and verdict.isolation == "user nobody, landlock abi 7"
+    assert verdict.cpu_s["runner"] == 1.5 and verdict.cpu_s["judge"] > 0
 
 
 def test_a_runner_ended_by_a_signal_is_a_crash() -> None:

@@ -5,7 +5,8 @@
 - `routes`, `limits`: thin controllers; keys, readiness, the in-flight bound, request ids, errors;
 - `kernels`: generate, compile-check, repair and order kernel candidates;
 - `openai_api`: OpenAI-compatible chat completions and completions (JSON and SSE);
-- `backend`, `hf`: the generation protocol, the scripted test/demo backend, transformers;
+- `backend`: the generation protocol and the scripted test/demo backend; `batching`: transformers'
+  continuous batching (the default); `hf`: transformers generate, one request at a time;
 - `loading`: which model (alias fallback) and loading it; `compiling`: the compile check adapter;
 - `metrics`: kernelwright's Prometheus series.
 """

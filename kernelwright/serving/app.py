@@ -3,7 +3,9 @@
 The lifespan starts loading the model off the event loop and returns at once, so `/healthz`
 answers while the weights load and `/readyz` (and every /v1 route) answers 503 until they are
 in; a load that fails keeps `/readyz` at 503 with the reason. Once loaded, the registry alias is
-polled (reload.py) and a version it moves to replaces the served one without a restart.
+polled (reload.py) and a version it moves to replaces the served one without a restart. At
+shutdown the app drains the requests in flight, then closes the served backend (which stops the
+continuous-batching engine).
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ def _lifespan(loader: Loader | None, reloader: Reloader | None, interval_s: floa
             yield
         finally:
             await drain(app.state, app.state.cfg.drain_timeout_s)
+            if app.state.served is not None:  # stops the continuous-batching engine's thread
+                await asyncio.to_thread(app.state.served.backend.close)
             if app.state.request_log is not None:
                 await asyncio.to_thread(app.state.request_log.close)
             for task in tasks:

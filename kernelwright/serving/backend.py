@@ -2,7 +2,10 @@
 
 A backend takes prompts (chat messages, or a raw text prompt) and per-request sampling settings
 and answers completions with token counts; `stream` yields text deltas and then the whole
-`Completion`. The `hf` backend (hf.py) wraps a loaded transformers model.
+`Completion`. `check_sampling` refuses, before any work, a setting the backend cannot honour
+(`SamplingRefused`: a 400 naming the field), so that nothing a client asks for is silently
+ignored; `close` lets go of what the backend started (at shutdown). The `hf` backend wraps a
+loaded transformers model: continuous batching (batching.py) or one request at a time (hf.py).
 """
 
 from __future__ import annotations
@@ -21,6 +24,18 @@ Prompt = Union[list[dict[str, str]], str]  # noqa: UP007 (a runtime alias)
 
 class PromptTooLong(ValueError):
     """The prompt and the token budget do not fit the model's context: the client's to shorten (400)."""
+
+
+class EngineBusy(RuntimeError):
+    """The backend takes no new work for now (its engine is stopping): the client's to retry (503)."""
+
+
+class SamplingRefused(ValueError):
+    """A sampling setting this backend cannot honour: the client's to change (400 naming `field`)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -42,9 +57,13 @@ class Completion:
 
 
 class ServingBackend(Protocol):
+    def check_sampling(self, sampling: Sampling) -> None: ...
+
     async def generate(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]: ...
 
     def stream(self, prompt: Prompt, sampling: Sampling) -> AsyncIterator[str | Completion]: ...
+
+    def close(self) -> None: ...
 
 
 def _words(text: str) -> int:
@@ -77,6 +96,12 @@ class ScriptedBackend:
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
             raise UsageError(f"scripted backend file {path} must hold a non-empty JSON list of strings")
         return cls(list(texts))
+
+    def check_sampling(self, sampling: Sampling) -> None:
+        """Every setting is kept (in `samplings`), none refused."""
+
+    def close(self) -> None:
+        """Nothing to let go of."""
 
     def _answer(self, prompt: Prompt, sampling: Sampling) -> Completion:
         self.prompts.append(prompt)

@@ -20,8 +20,28 @@ class ServeConfig:
         "help": "Interface to listen on. Loopback by default; 0.0.0.0 exposes the server (set api_keys)."})
     port: int = field(default=8000, metadata={"help": "TCP port."})
     backend: str = field(default="hf", metadata={
-        "help": "Generation backend: hf (transformers generate on the loaded model) or scripted:FILE.json "
+        "help": "Generation backend: hf (transformers on the loaded model; see batching) or scripted:FILE.json "
                 "(a test/demo backend answering the JSON list of texts in order, no model loaded)."})
+    batching: str = field(default="continuous", metadata={
+        "help": "How the hf backend shares the model between requests. continuous: transformers' continuous "
+                "batching (the tokens of every request in flight share each forward pass; per-request temperature "
+                "and top_p; a seed with temperature > 0 answers 400, as it cannot be honoured there). sequential: "
+                "transformers generate on one worker thread, one request's candidates at a time (honours seed)."})
+    cb_num_blocks: int = field(default=64, metadata={
+        "help": "KV-cache blocks of the continuous-batching engine, each cb_page_size tokens of every layer: "
+                "blocks x page size tokens for all requests in flight, and the most one completion (prompt + "
+                "max_new_tokens) may take (more answers 400). 0: transformers sizes the cache from free "
+                "accelerator memory (on a CPU that takes seconds to start)."})
+    cb_page_size: int = field(default=256, metadata={
+        "help": "Tokens per KV-cache block of the continuous-batching engine (also the granularity at which "
+                "requests with the same prompt prefix share cache), 4 or more."})
+    cb_max_batch_tokens: int = field(default=256, metadata={
+        "help": "Most tokens one forward pass of the continuous-batching engine takes (prompt chunks plus one "
+                "per decoding sequence); longer prompts are prefilled in chunks. 0: transformers sizes it from "
+                "free accelerator memory."})
+    cb_max_requests_per_batch: int = field(default=0, metadata={
+        "help": "Most sequences (candidates) in one forward pass of the continuous-batching engine; the others "
+                "wait for the next pass. 0: transformers' default."})
     api_keys: list[str] = field(default_factory=list, metadata={
         "help": f"Bearer keys that /v1 routes accept; also read from ${KEYS_ENV} (comma-separated). "
                 "Empty (and no env): no authentication."})
@@ -91,6 +111,13 @@ class ServeConfig:
             raise ValueError("rate_limit_per_minute must be 0 (no limit) or more")
         if self.max_queue < 0 or self.compile_workers < 1:
             raise ValueError("max_queue must be 0 (no limit) or more, compile_workers 1 or more")
+        if self.batching not in ("continuous", "sequential"):
+            raise ValueError(f"batching must be continuous or sequential, not {self.batching!r}")
+        if min(self.cb_num_blocks, self.cb_max_batch_tokens, self.cb_max_requests_per_batch) < 0:
+            raise ValueError("cb_num_blocks, cb_max_batch_tokens and cb_max_requests_per_batch must be 0 "
+                             "(transformers' sizing) or more")
+        if self.cb_page_size < 4:
+            raise ValueError("cb_page_size must be 4 or more")
         if self.backend != "hf" and not self.backend.startswith("scripted:"):
             raise ValueError(f"backend must be hf or scripted:FILE.json, not {self.backend!r}")
 

@@ -1,4 +1,4 @@
-"""The `hf` backend: transformers' own `generate` on the loaded model.
+"""The `hf` backend with `batching: sequential`: transformers' own `generate` on the loaded model.
 
 Generation runs in one dedicated worker thread: requests are served one batch at a time (a
 request's n candidates are one batch), in arrival order, and the event loop stays free for health
@@ -62,6 +62,12 @@ class HFServingBackend:
     model: Any
     tokenizer: Any
     _pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "kernelwright-generate"))
+
+    def check_sampling(self, sampling: Sampling) -> None:
+        """Every setting is honoured: seed reseeds torch before the request's generate."""
+
+    def close(self) -> None:
+        """Nothing to stop: the worker thread idles until the process ends."""
 
     def _text(self, prompt: Prompt) -> str:
         if isinstance(prompt, str):

@@ -26,7 +26,7 @@ from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from kernelwright.serving import metrics
-from kernelwright.serving.backend import PromptTooLong
+from kernelwright.serving.backend import EngineBusy, PromptTooLong, SamplingRefused
 from kernelwright.serving.reload import version_label
 
 log = logging.getLogger(__name__)
@@ -133,8 +133,12 @@ def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
 
 
 def server_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    if isinstance(exc, PromptTooLong):
-        extra = [{"key": "max_new_tokens", "message": str(exc), "source": "body"}]
-        return Response(error_body(400, str(exc), extra), status_code=400)
+    if isinstance(exc, PromptTooLong | SamplingRefused):
+        key = exc.field if isinstance(exc, SamplingRefused) else "max_new_tokens"
+        extra = [{"key": key, "message": str(exc), "source": "body"}]
+        return Response(error_body(400, f"{key}: {exc}", extra), status_code=400)
+    if isinstance(exc, EngineBusy):
+        retry = str(request.app.state.cfg.retry_after_s)
+        return Response(error_body(503, str(exc)), status_code=503, headers={"Retry-After": retry})
     log.error("request %s %s failed: %s", request.method, request.url.path, type(exc).__name__, exc_info=exc)
     return Response(error_body(500, "internal error: see the server log"), status_code=500)

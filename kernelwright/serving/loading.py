@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kernelwright.errors import UsageError
 from kernelwright.models import ModelRef, load_model, resolve_ref
@@ -85,17 +86,28 @@ def default_loader(cfg: ServeConfig) -> Loader:
     def load_hf() -> tuple[ServingBackend, ModelInfo]:
         if cfg.model.startswith("models:/"):
             use_store(cfg)
-        return _load_hf(*resolve_model(cfg.model))
+        return _load_hf(*resolve_model(cfg.model), cfg)
 
     return load_hf
 
 
-def _load_hf(ref: ModelRef, info: ModelInfo) -> tuple[ServingBackend, ModelInfo]:
-    from kernelwright.serving.hf import HFServingBackend
+def hf_backend(model: Any, tokenizer: Any, cfg: ServeConfig) -> ServingBackend:
+    """The loaded model behind `cfg.batching`: transformers' continuous batching, or generate one at a time."""
+    if cfg.batching == "sequential":
+        from kernelwright.serving.hf import HFServingBackend
 
+        return HFServingBackend(model, tokenizer)
+    from kernelwright.serving.batching import ContinuousBatchingBackend, EngineSizes
+
+    sizes = EngineSizes(cfg.cb_num_blocks, cfg.cb_page_size, cfg.cb_max_batch_tokens, cfg.cb_max_requests_per_batch)
+    return ContinuousBatchingBackend(model, tokenizer, sizes)
+
+
+def _load_hf(ref: ModelRef, info: ModelInfo, cfg: ServeConfig) -> tuple[ServingBackend, ModelInfo]:
     model, tokenizer = load_model(ref)
-    log.info("loaded %s (version %s)", info.name, info.version)
-    return HFServingBackend(model, tokenizer), info
+    backend = hf_backend(model, tokenizer, cfg)
+    log.info("loaded %s (version %s), %s batching", info.name, info.version, cfg.batching)
+    return backend, info
 
 
 def default_reloader(cfg: ServeConfig) -> Reloader | None:
@@ -105,6 +117,6 @@ def default_reloader(cfg: ServeConfig) -> Reloader | None:
 
     def reload(current: ModelInfo) -> tuple[ServingBackend, ModelInfo] | None:
         ref, info = resolve_model(cfg.model)
-        return None if info.version == current.version else _load_hf(ref, info)
+        return None if info.version == current.version else _load_hf(ref, info, cfg)
 
     return reload

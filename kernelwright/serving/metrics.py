@@ -21,6 +21,8 @@ REPAIRS = Counter("kernelwright_repairs_total", "Candidates regenerated with the
 RELOADS = Counter("kernelwright_model_reloads_total", "Polls of the registry alias that swapped in a new "
                   "version (swapped) or failed to (failed)", ["result"])
 CANCELLED = Counter("kernelwright_requests_cancelled_total", "Requests cancelled because their client went away")
+ENGINE_SEQUENCES = Gauge("kernelwright_engine_sequences", "Sequences (candidates) in the continuous-batching "
+                         "engine: prefilling, decoding or waiting for cache room")
 REJECTED = Counter("kernelwright_queue_rejections_total", "Requests answered 503 because the queue was full")
 
 _lock = threading.Lock()

@@ -1,12 +1,14 @@
 """OpenAI-compatible chat completions and completions, with each choice's compile result.
 
 Non-streaming answers are one JSON object; `stream: true` answers Server-Sent Events: one
-`data:` chunk per text delta, a last chunk per choice carrying `finish_reason` and the extra
+`data:` chunk per text delta (the choices of a request are generated together, their chunks
+interleaved as they come), a last chunk per choice carrying `finish_reason` and the extra
 `kernelwright` field, then `data: [DONE]`. Parameters this server cannot honour answer 400.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -17,7 +19,7 @@ import msgspec
 
 from kernelwright.prompting import extract_code
 from kernelwright.serving import compiling, metrics
-from kernelwright.serving.backend import Completion, Prompt, PromptTooLong, Sampling, ServingBackend
+from kernelwright.serving.backend import Completion, Prompt, PromptTooLong, Sampling, SamplingRefused, ServingBackend
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.kernels import bad_field, check_limit
 from kernelwright.serving.schemas import (
@@ -121,8 +123,12 @@ class _Chunks:
 
 async def stream(req: OpenAIRequest, backend: ServingBackend, cfg: ServeConfig,
                  model_id: str) -> AsyncIterator[str]:
-    """The SSE `data:` payloads of a streamed answer, choices one after another (validated first)."""
+    """The SSE `data:` payloads of a streamed answer (validated first, before any byte is sent).
+
+    The request's choices are generated at once; each delta is sent as it comes, and each choice's
+    last chunk (with its compile result) as soon as that choice is done."""
     sampling = sampling_of(req, cfg)
+    backend.check_sampling(sampling)
     chunks = _Chunks(req, model_id)
 
     async def events() -> AsyncIterator[str]:
@@ -130,27 +136,46 @@ async def stream(req: OpenAIRequest, backend: ServingBackend, cfg: ServeConfig,
             async for event in _events(req, backend, cfg, sampling, chunks):
                 yield event
         except Exception as exc:  # the status line is sent: the error goes in the stream, OpenAI-style
-            if not isinstance(exc, PromptTooLong):
+            client = isinstance(exc, PromptTooLong | SamplingRefused)
+            if not client:
                 log.error("stream failed: %s", type(exc).__name__, exc_info=exc)
-            message = str(exc) if isinstance(exc, PromptTooLong) else "internal error: see the server log"
-            yield msgspec.json.encode({"error": {"message": message, "type": "invalid_request_error"
-                                                 if isinstance(exc, PromptTooLong) else "server_error"}}).decode()
+            message = str(exc) if client else "internal error: see the server log"
+            kind = "invalid_request_error" if client else "server_error"
+            yield msgspec.json.encode({"error": {"message": message, "type": kind}}).decode()
 
     return events()
 
 
 async def _events(req: OpenAIRequest, backend: ServingBackend, cfg: ServeConfig, sampling: Sampling,
                   chunks: _Chunks) -> AsyncIterator[str]:
-    done: list[Completion] = []
+    pieces: asyncio.Queue[tuple[int, str | Completion | Exception]] = asyncio.Queue()
+
+    async def one(index: int) -> None:
+        try:
+            async for piece in backend.stream(prompt_of(req), sampling):
+                pieces.put_nowait((index, piece))
+        except Exception as exc:  # handed to the consumer, which ends the stream with it
+            pieces.put_nowait((index, exc))
+
     for index in range(req.n):
         if (first := chunks.first(index)) is not None:
             yield first
-        async for piece in backend.stream(prompt_of(req), sampling):
+    tasks = [asyncio.create_task(one(index)) for index in range(req.n)]
+    done: dict[int, Completion] = {}
+    try:
+        while len(done) < req.n:
+            index, piece = await pieces.get()
+            if isinstance(piece, Exception):
+                raise piece
             if isinstance(piece, Completion):
-                done.append(piece)
+                done[index] = piece
+                (extra,) = await extras([piece.text], req.compile_check, cfg)
+                yield chunks.chunk(index, None, piece.finish_reason, msgspec.to_builtins(extra))
             else:
                 yield chunks.chunk(index, piece)
-        (extra,) = await extras([done[-1].text], req.compile_check, cfg)
-        yield chunks.chunk(index, None, done[-1].finish_reason, msgspec.to_builtins(extra))
-    _usage(done)
+    finally:
+        for task in tasks:
+            task.cancel()  # a client gone (or a failed choice) ends the other choices' generation too
+        await asyncio.gather(*tasks, return_exceptions=True)
+    _usage([done[i] for i in range(req.n)])
     yield "[DONE]"

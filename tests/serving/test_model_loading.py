@@ -29,9 +29,12 @@ def _ready(client: TestClient, seconds: float = 60) -> None:
     raise AssertionError("the model did not load")
 
 
-def test_a_tiny_model_loads_in_the_lifespan_and_generates(tiny_model_dir: Path) -> None:
-    cfg = ServeConfig(model=str(tiny_model_dir), default_max_new_tokens=8, compile_host=False)
-    body = {"instruction": "Write a ReLU kernel.", "n": 2, "temperature": 0.9, "seed": 5, "compile_check": False}
+@pytest.mark.parametrize(("batching", "temperature"), [("continuous", 0.0), ("sequential", 0.9)])
+def test_a_tiny_model_loads_in_the_lifespan_and_generates(tiny_model_dir: Path, batching: str,
+                                                          temperature: float) -> None:
+    cfg = ServeConfig(model=str(tiny_model_dir), default_max_new_tokens=8, compile_host=False, batching=batching)
+    body = {"instruction": "Write a ReLU kernel.", "n": 2, "temperature": temperature, "seed": 5,
+            "compile_check": False}
     with TestClient(app=create_app(cfg)) as client:
         _ready(client)
         first = client.post("/v1/kernels/generate", json=body).json()
@@ -44,8 +47,9 @@ def test_a_tiny_model_loads_in_the_lifespan_and_generates(tiny_model_dir: Path) 
     assert chat.status_code == 200 and chat.text.rstrip().endswith("data: [DONE]")
 
 
-def test_a_prompt_over_the_context_is_a_400_not_a_500(tiny_model_dir: Path) -> None:
-    cfg = ServeConfig(model=str(tiny_model_dir), compile_host=False)
+@pytest.mark.parametrize("batching", ["continuous", "sequential"])
+def test_a_prompt_over_the_context_is_a_400_not_a_500(tiny_model_dir: Path, batching: str) -> None:
+    cfg = ServeConfig(model=str(tiny_model_dir), compile_host=False, batching=batching)
     long = {"instruction": "kernel " * 3000, "max_new_tokens": 4096, "compile_check": False}
     chat = {"messages": [{"role": "user", "content": "kernel " * 3000}], "max_tokens": 4096, "stream": True}
     with TestClient(app=create_app(cfg)) as client:

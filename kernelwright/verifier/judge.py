@@ -73,6 +73,8 @@ def judged(spec: Spec, progress: Progress) -> Verdict:
     CUDA, the build) overlaps the judge's own."""
     progress.write(phase="start_runner")
     with started_runner(spec) as runner:
+        if runner.outside_pid is not None:
+            progress.write(runner_pid=runner.outside_pid)  # its memory counts with the judge's (verify.watch)
         import torch
 
         torch.backends.cuda.matmul.allow_tf32 = False

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from kernelwright.verifier.channel import Channel, field
+from kernelwright.verifier.forkserver import Spawned, SpawnRefused, spawn
 from kernelwright.verifier.judge_timing import Link
 from kernelwright.verifier.sandbox import import_roots, make_scratch, remove_scratch, runner_env
 from kernelwright.verifier.spec import Spec
@@ -75,7 +76,7 @@ class RunnerHandle:
     """A started runner: the judge's link to it, the process, what confines it, its stderr file."""
 
     link: Link
-    proc: subprocess.Popen
+    proc: subprocess.Popen | Spawned
     err: IO[bytes]
     user: tuple[int, int, str] | None
     isolation: str = ""
@@ -89,6 +90,11 @@ class RunnerHandle:
         with contextlib.suppress(subprocess.TimeoutExpired):
             return self.proc.wait(timeout=wait_s)
         return None
+
+    @property
+    def outside_pid(self) -> int | None:
+        """The runner's pid when the fork server started it (it is then no descendant of the judge)."""
+        return self.proc.pid if isinstance(self.proc, Spawned) else None
 
     def cpu_s(self) -> float:
         """CPU seconds the runner has used so far, its finished compilers included (0.0 once gone)."""
@@ -113,12 +119,12 @@ def started_runner(spec: Spec) -> Iterator[RunnerHandle]:
     """A started runner (call `ready` first); killed and its scratch folder removed on exit."""
     scratch = make_scratch(_user(spec))
     with tempfile.TemporaryFile(prefix="kw_runner_err_") as err:
-        proc = _start(spec, scratch, err.fileno())
-        link = Link(Channel(proc.stdin.fileno(), proc.stdout.fileno()), scratch / "out")  # type: ignore[union-attr]
+        proc, to_runner, from_runner = _start(spec, scratch, err.fileno())
+        link = Link(Channel(to_runner, from_runner), scratch / "out")
         try:
             yield RunnerHandle(link, proc, err, _user(spec))
         finally:
-            _stop(proc)
+            _stop(proc, (to_runner, from_runner))
             remove_scratch(scratch)
 
 
@@ -127,20 +133,43 @@ def _isolation(ready: dict[str, object], user: tuple[int, int, str] | None) -> s
     return f"{who}, {str(field(ready, 'isolation', str))[:80]}, python -I, no network"
 
 
-def _start(spec: Spec, scratch: Path, err_fd: int) -> subprocess.Popen:
+def _start(spec: Spec, scratch: Path, err_fd: int) -> tuple[subprocess.Popen | Spawned, int, int]:
+    """The runner, forked by the fork server when the spec names one, else a new `python -I`;
+    with the judge's ends of its stdin and stdout."""
     user = _user(spec)
+    settings = _prepare(spec, scratch)
+    if spec.forkserver:
+        (in_r, in_w), (out_r, out_w) = os.pipe(), os.pipe()
+        try:
+            child = spawn(spec.forkserver, "runner", [str(settings)], str(scratch), runner_env(scratch),
+                          (in_r, out_w, err_fd), user=(user[0], user[1]) if user is not None else None)
+            return child, in_w, out_r
+        except SpawnRefused:  # the server is gone: a runner of its own, as without one
+            for fd in (in_w, out_r):
+                os.close(fd)
+        finally:
+            os.close(in_r)
+            os.close(out_w)
     extra = {"user": user[0], "group": user[1], "extra_groups": []} if user is not None else {}
-    return subprocess.Popen(runner_command(_prepare(spec, scratch)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(runner_command(settings), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=err_fd, cwd=scratch, env=runner_env(scratch), close_fds=True,
                             **extra)  # type: ignore[call-overload]
+    return proc, proc.stdin.fileno(), proc.stdout.fileno()  # type: ignore[union-attr]
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    for pipe in (proc.stdin, proc.stdout):
-        with contextlib.suppress(OSError):
-            if pipe is not None:
-                pipe.close()
+def _stop(proc: subprocess.Popen | Spawned, fds: tuple[int, int]) -> None:
+    if isinstance(proc, subprocess.Popen):
+        for pipe in (proc.stdin, proc.stdout):
+            with contextlib.suppress(OSError):
+                if pipe is not None:
+                    pipe.close()
+    else:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
     with contextlib.suppress(ProcessLookupError):
         proc.send_signal(signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
+    if isinstance(proc, Spawned):
+        proc.close()

@@ -107,12 +107,21 @@ def remove_scratch(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def runner_env(scratch: Path) -> dict[str, str]:
-    """The runner's environment: the judge's, less anything naming its files, with HOME, TMPDIR
-    and the compiler caches inside `scratch`."""
-    keep = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
+KEPT_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
             "NVIDIA_VISIBLE_DEVICES", "CC", "CXX", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST")
-    env = {k: v for k, v in os.environ.items() if k in keep}
+
+
+def plain_env() -> dict[str, str]:
+    """The judge's environment less everything but what compilers and CUDA need: no credential,
+    no path of the judge's own (what the fork server starts with, as its children's first
+    environment shows in /proc)."""
+    return {k: v for k, v in os.environ.items() if k in KEPT_ENV}
+
+
+def runner_env(scratch: Path) -> dict[str, str]:
+    """The runner's environment: `plain_env`, with HOME, TMPDIR and the compiler caches inside
+    `scratch`."""
+    env = plain_env()
     cache = scratch / "cache"
     env.update(HOME=str(scratch), TMPDIR=str(scratch / "tmp"), TORCH_EXTENSIONS_DIR=str(scratch / "builds"),
                CUDA_CACHE_PATH=str(cache / "nv"), TRITON_CACHE_DIR=str(cache / "triton"),

@@ -11,6 +11,7 @@ Exit status: 0 correct, 1 incorrect or rejected (or any failure of the candidate
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -19,20 +20,23 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import IO
 
 from kernelwright import atomic
 from kernelwright.cuda.pch import header_built_alongside
 from kernelwright.cuda.static_checks import StaticReport, check_source
 from kernelwright.cuda.torch_calls import scan_candidate
 from kernelwright.errors import NoCudaDevice, UsageError
+from kernelwright.verifier.forkserver import ForkServer, Spawned, SpawnRefused, started_server
 from kernelwright.verifier.problems import parse_problem_source
-from kernelwright.verifier.sandbox import runner_user
+from kernelwright.verifier.sandbox import import_roots, plain_env, runner_user
 from kernelwright.verifier.spec import Spec
 from kernelwright.verifier.verdict import JUDGE_VERSION, MalformedReport, Verdict, parse_report
+from kernelwright.verifier.watching import watch
 
 
 @dataclass
@@ -65,6 +69,9 @@ class VerifyConfig:
     profiler_warm_up: bool = field(default=True, metadata={
         "help": "Start the profiler (CUPTI, ~4.6 s on an H200) in a thread while the candidate builds; off: at "
                 "the first shape's kernel-share pass."})
+    forkserver: bool = field(default=True, metadata={
+        "help": "With several candidates, fork their judges and runners from one process that has imported torch "
+                "once (verifier/forkserver.py) instead of starting Python for each; off: a fresh Python each."})
     ref_timing_cache: bool = field(default=True, metadata={
         "help": "Reuse reference timings of the same problem, shape, GPU and torch (kept in the build cache); "
                 "off: time the reference for every candidate."})
@@ -159,70 +166,22 @@ def _death_verdict(returncode: int, state: dict) -> Verdict:
                       compile_s=compile_s)
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident memory of a process and all its descendants (the judge and its runner); 0 once gone."""
-    total, todo, seen = 0, [pid], set()
-    while todo:
-        current = todo.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        total += _own_rss(current)
-        todo += _children(current)
-    return total
-
-
-def _own_rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _children(pid: int) -> list[int]:
-    kids: list[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as fh:
-                kids += [int(k) for k in fh.read().split()]
-    except (OSError, ValueError):
-        pass
-    return kids
-
-
-def watch(proc: subprocess.Popen, timeout_s: float, host_memory_bytes: int, poll_s: float = 0.25) -> tuple[str, bytes]:
-    """Wait for `proc`, killing its process group past `timeout_s` or past `host_memory_bytes` of
-    resident memory (0: no memory limit). Returns ("exited" | "timeout" | "host_memory", stderr)."""
-    deadline = time.monotonic() + timeout_s
-    chunks: list[bytes] = []
-    while True:
-        try:
-            _, err = proc.communicate(timeout=poll_s)
-            return "exited", (err or b"")
-        except subprocess.TimeoutExpired:
-            pass
-        over = host_memory_bytes and rss_bytes(proc.pid) > host_memory_bytes
-        if over or time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            _, err = proc.communicate()
-            chunks.append(err or b"")
-            return ("host_memory" if over else "timeout"), b"".join(chunks)
-
-
-def run_worker(spec: Spec, timeout_s: float, host_memory_gb: float = 0.0) -> Verdict:
-    """Run one worker process; a hang, crash, early exit or host-memory overrun becomes the verdict."""
-    with tempfile.TemporaryDirectory(prefix="kw_verify_") as tmp:
+def run_worker(spec: Spec, timeout_s: float, host_memory_gb: float = 0.0,
+               server: ForkServer | None = None) -> Verdict:
+    """Run one judge (forked by `server` when given); a hang, crash, early exit or host-memory
+    overrun becomes the verdict."""
+    with tempfile.TemporaryDirectory(prefix="kw_verify_") as tmp, \
+            tempfile.TemporaryFile(prefix="kw_judge_err_") as err_file:
         spec_path = Path(tmp) / "spec.json"
         spec.result = str(Path(tmp) / "result.json")
+        spec.forkserver = server.path if server is not None else None
         spec_path.write_text(json.dumps(asdict(spec)))
-        cmd = [sys.executable, "-m", "kernelwright.verifier.judge", str(spec_path)]
         started = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-        outcome, err = watch(proc, timeout_s, int(host_memory_gb * 2**30))
+        proc = _start_judge(spec_path, err_file, server)
+        outcome, err = watch(proc, timeout_s, int(host_memory_gb * 2**30), err_file,
+                             also=lambda: _outside_pids(Path(spec.result)))
+        if isinstance(proc, Spawned):
+            proc.close()
         state = _read_state(Path(spec.result))
         verdict = _worker_verdict(outcome, err, state, proc.returncode, timeout_s, host_memory_gb)
         # the worker's own verdict carries its phases; a killed or dead worker's are in its last state
@@ -230,6 +189,24 @@ def run_worker(spec: Spec, timeout_s: float, host_memory_gb: float = 0.0) -> Ver
         verdict.phase_s = {**_numbers(phases), "worker_wall": time.perf_counter() - started}
         verdict.judge_version, verdict.seeds, verdict.timing_seed = JUDGE_VERSION, list(spec.seeds), spec.timing_seed
         return with_warnings(verdict, _candidate_warnings(spec.candidate))
+
+
+def _start_judge(spec_path: Path, err: IO[bytes], server: ForkServer | None) -> subprocess.Popen | Spawned:
+    """The judge, in a session of its own: forked by the server, or (without one, or if it refuses)
+    a new `python -m kernelwright.verifier.judge`."""
+    if server is not None:
+        with open(os.devnull, "rb") as null_in, open(os.devnull, "wb") as null_out, \
+                contextlib.suppress(SpawnRefused):
+            return server.spawn("judge", [str(spec_path)], os.getcwd(), dict(os.environ),
+                                (null_in.fileno(), null_out.fileno(), err.fileno()), new_session=True)
+    return subprocess.Popen([sys.executable, "-m", "kernelwright.verifier.judge", str(spec_path)],
+                            stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+
+
+def _outside_pids(result: Path) -> list[int]:
+    """A runner the fork server started for this judge (no descendant of it), from the judge's state."""
+    pid = _read_state(result).get("runner_pid")
+    return [pid] if isinstance(pid, int) and not isinstance(pid, bool) and pid > 1 else []
 
 
 def _numbers(phases: object) -> dict[str, float]:
@@ -304,10 +281,11 @@ def run_workers(cfgs: Sequence[VerifyConfig], jobs: int, on_done: OnDone | None 
     with tempfile.NamedTemporaryFile(prefix="kw_timing_", suffix=".lock", delete=False) as lock:
         lock_path = lock.name
     try:
-        with header_built_alongside(min(cfg.timeout_s for cfg in cfgs) / 2, enabled=cuda_available()) as pch_lock:
+        with header_built_alongside(min(cfg.timeout_s for cfg in cfgs) / 2, enabled=cuda_available()) as pch_lock, \
+                fork_server(len(cfgs) > 1 and all(cfg.forkserver for cfg in cfgs)) as server:
 
             def one(cfg: VerifyConfig) -> Verdict:
-                verdict = run_worker(make_spec(cfg, lock_path, pch_lock), cfg.timeout_s, cfg.host_memory_gb)
+                verdict = run_worker(make_spec(cfg, lock_path, pch_lock), cfg.timeout_s, cfg.host_memory_gb, server)
                 if on_done is not None:
                     on_done(cfg, verdict)
                 return verdict
@@ -316,6 +294,19 @@ def run_workers(cfgs: Sequence[VerifyConfig], jobs: int, on_done: OnDone | None 
                 return list(pool.map(one, cfgs))
     finally:
         Path(lock_path).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def fork_server(enabled: bool) -> Iterator[ForkServer | None]:
+    """A fork server for the judges and runners of many candidates (None: off, or it did not start,
+    and each starts its own Python)."""
+    stack = contextlib.ExitStack()
+    server = None
+    if enabled:
+        with contextlib.suppress(SpawnRefused):
+            server = stack.enter_context(started_server(import_roots(), plain_env()))
+    with stack:
+        yield server
 
 
 def _pre_check(cfg: VerifyConfig) -> Verdict | None:

@@ -27,7 +27,8 @@ def _judged(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, failure: BaseExcept
     @contextlib.contextmanager
     def runner(_spec: Spec) -> Iterator[Any]:
         yield SimpleNamespace(ready=lambda: None, isolation="user nobody, landlock abi 7", link=None,
-                              exit_code=lambda: 0, stderr_tail=lambda: "", cpu_s=lambda: 1.5)
+                              exit_code=lambda: 0, stderr_tail=lambda: "", cpu_s=lambda: 1.5,
+                              outside_pid=None)
 
     def protocol(*_a: Any) -> Any:
         raise failure

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,8 +20,8 @@ from kernelwright.verifier.verify import (
     static_verdict,
     verify_many,
     verify_one,
-    watch,
 )
+from kernelwright.verifier.watching import watch
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 EXPECTED: dict[str, dict[str, str]] = json.loads((FIXTURES / "expected.json").read_text())
@@ -126,20 +127,32 @@ def test_fixtures_give_their_verdicts_on_gpu(tmp_path: Path) -> None:
     assert all(b == "split" for b in honest.values()), honest  # the split build is what ran, and was right
 
 
-def _spawn(code: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+def _spawn(code: str, err: Any = subprocess.DEVNULL) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=err,
                             start_new_session=True)
 
 
-def test_watch_kills_on_host_memory_and_time_limits() -> None:
+def test_watch_kills_on_host_memory_and_time_limits(tmp_path: Path) -> None:
     hog = _spawn("import time; x = bytearray(400 * 2**20); x[::4096] = b'1' * len(x[::4096]); time.sleep(60)")
     assert watch(hog, timeout_s=50, host_memory_bytes=150 * 2**20)[0] == "host_memory"
     assert hog.returncode is not None and hog.returncode < 0
     sleeper = _spawn("import time; time.sleep(60)")
     assert watch(sleeper, timeout_s=1.0, host_memory_bytes=0)[0] == "timeout"
-    quick = _spawn("import sys; sys.stderr.write('bye'); sys.exit(4)")
-    outcome, err = watch(quick, timeout_s=30, host_memory_bytes=150 * 2**20)
-    assert (outcome, err, quick.returncode) == ("exited", b"bye", 4)
+    with (tmp_path / "err").open("w+b") as err:
+        quick = _spawn("import sys; sys.stderr.write('bye'); sys.exit(4)", err)
+        outcome, said = watch(quick, timeout_s=30, host_memory_bytes=150 * 2**20, err=err)
+    assert (outcome, said, quick.returncode) == ("exited", b"bye", 4)
+
+
+def test_watch_counts_the_pids_it_is_told_of() -> None:
+    """A runner the fork server started is no descendant of its judge: its memory counts all the same."""
+    hog = _spawn("import time; x = bytearray(400 * 2**20); x[::4096] = b'1' * len(x[::4096]); time.sleep(60)")
+    judge = _spawn("import time; time.sleep(60)")
+    try:
+        assert watch(judge, timeout_s=50, host_memory_bytes=150 * 2**20, also=lambda: [hog.pid])[0] == "host_memory"
+        assert hog.wait(timeout=10) < 0  # killed with it
+    finally:
+        hog.kill()
 
 
 def test_worker_kernel_names_see_launch_bounds_after_the_return_type(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from rich.console import Console
 
@@ -30,6 +30,13 @@ if TYPE_CHECKING:
 
 console = Console(stderr=True)
 T = TypeVar("T")
+
+
+class StageConfig(Protocol):
+    """What every stage's config has: the work folder and the MLflow store."""
+
+    workdir: str | None
+    tracking_uri: str | None
 
 
 @dataclass
@@ -99,14 +106,15 @@ def closing_line(ev: EvaluateResult) -> str:
     return f"evaluation: {figures}; gate: {ev.gate_note}"
 
 
-def _in_stage_run(name: str, workdir: str | None, fn: Callable[[], T]) -> T:
-    """Run `fn` inside an MLflow run named for the stage, in the work folder's store."""
+def _in_stage_run(name: str, cfg: StageConfig, fn: Callable[[], T]) -> T:
+    """Run `fn` inside an MLflow run named for the stage, in `cfg.tracking_uri` or the work folder's store."""
     from kernelwright.tracking import setup_tracking, stage_run
-    from kernelwright.workdir import resolve_workdir
+    from kernelwright.workdir import resolve_workdir, tracking_env
 
-    setup_tracking(resolve_workdir(workdir))
-    with stage_run(name):
-        return fn()
+    with tracking_env(cfg.tracking_uri):
+        setup_tracking(resolve_workdir(cfg.workdir))
+        with stage_run(name):
+            return fn()
 
 
 def _curate(argv: Sequence[str]) -> int:
@@ -114,7 +122,7 @@ def _curate(argv: Sequence[str]) -> int:
 
     cfg = parse_config(CurateConfig, argv, "kernelwright curate", "Curate a corpus into CuSeT-weighted Parquet.")
     check_arguments(cfg)  # bad arguments are refused before the MLflow store is touched
-    out = _in_stage_run("curate", cfg.workdir, lambda: run_curate(cfg))
+    out = _in_stage_run("curate", cfg, lambda: run_curate(cfg))
     console.print(f"[green]curated[/] -> {out}")
     return 0
 
@@ -135,7 +143,7 @@ def _evaluate(argv: Sequence[str]) -> int:
 
     cfg = parse_config(EvaluateConfig, argv, "kernelwright evaluate", "Generate, verify and score kernels.")
     plan = plan_evaluation(cfg)  # bad arguments are refused before the MLflow store is touched
-    result = _in_stage_run("evaluate", cfg.workdir, lambda: evaluate(cfg, plan=plan))
+    result = _in_stage_run("evaluate", cfg, lambda: evaluate(cfg, plan=plan))
     console.print(results_table(result.figures, result.gpu_verified, NO_GPU_REASON))
     console.print(closing_line(result))
     return 0
@@ -185,7 +193,7 @@ def _base_model(argv: Sequence[str]) -> int:
     cfg = parse_config(PretrainConfig, args[1:], "kernelwright base-model pretrain",
                        "Pretrain a code base model on the code of the installed packages.")
     check_arguments(cfg)  # before the MLflow store is touched
-    r = _in_stage_run("base-model", cfg.workdir, lambda: pretrain(cfg))
+    r = _in_stage_run("base-model", cfg, lambda: pretrain(cfg))
     what = "reused (same corpus digest and config)" if r.reused else (
         f"pretrained in {r.wall_s:.0f} s: {r.steps} steps, {r.tokens} tokens, loss {r.final_loss:.3f}, "
         f"held-out {r.heldout_bits_per_char:.3f} bits/char")
@@ -195,7 +203,7 @@ def _base_model(argv: Sequence[str]) -> int:
 
 
 def _mlflow_server(argv: Sequence[str]) -> int:
-    from kernelwright.retrain.lock import redacted
+    from kernelwright.workdir import redacted
 
     cfg = parse_config(MlflowServerConfig, argv, "kernelwright mlflow-server", "Serve the MLflow UI and registry.")
     upgrade, server = mlflow_server_commands(cfg)

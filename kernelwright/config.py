@@ -19,6 +19,7 @@ import yaml
 from transformers import HfArgumentParser
 
 from kernelwright.errors import UsageError
+from kernelwright.workdir import redacted
 
 T = TypeVar("T")
 
@@ -70,5 +71,10 @@ def parse_config(cls: type[T], argv: Sequence[str], prog: str, description: str 
 
 
 def config_to_params(cfg: Any, prefix: str = "") -> dict[str, str]:
-    """Flatten a config dataclass into MLflow params (strings, `prefix.` before each key)."""
-    return {f"{prefix}{k}": str(v) for k, v in dataclasses.asdict(cfg).items()}
+    """Flatten a config dataclass into MLflow params (strings, `prefix.` before each key; no URI's password)."""
+    return {f"{prefix}{k}": redacted(str(v)) for k, v in dataclasses.asdict(cfg).items()}
+
+
+def config_record(cfg: Any) -> dict[str, Any]:
+    """A config dataclass as a JSON-ready mapping for reports, with no URI's password."""
+    return {k: redacted(v) if isinstance(v, str) else v for k, v in dataclasses.asdict(cfg).items()}

@@ -22,7 +22,7 @@ from kernelwright.evaluation.stage import EvaluateConfig, EvaluateResult, evalua
 from kernelwright.models import check_base_model
 from kernelwright.tracking import REGISTERED_MODEL, setup_tracking, stage_run
 from kernelwright.training.stage import TrainConfig, run_train
-from kernelwright.workdir import resolve_workdir, tracking_uri
+from kernelwright.workdir import TRACKING_URI_HELP, resolve_workdir, tracking_env, tracking_uri
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,7 @@ class PipelineConfig:
     """Config of `kernelwright pipeline`: the knobs worth turning for a whole run."""
 
     workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
+    tracking_uri: str | None = field(default=None, metadata={"help": TRACKING_URI_HELP})
     base_model: str | None = field(default=None, metadata={"help": "Local HF checkpoint. None: the tiny model."})
     weighting: str = field(default="cuset", metadata={"help": "Loss weighting: plain, token, region or cuset."})
     max_steps: int = field(default=300, metadata={"help": "Training steps."})
@@ -61,6 +62,11 @@ class PipelineResult:
 def run_pipeline(cfg: PipelineConfig, on_stage: Callable[[str], None] = lambda name: None) -> PipelineResult:
     """Run the three stages; `on_stage(name)` is called as each one starts (for progress output)."""
     check_base_model(cfg.base_model)  # before the MLflow store is touched
+    with tracking_env(cfg.tracking_uri):
+        return _run(cfg, on_stage)
+
+
+def _run(cfg: PipelineConfig, on_stage: Callable[[str], None]) -> PipelineResult:
     start = time.perf_counter()
     workdir = resolve_workdir(cfg.workdir)
     setup_tracking(workdir)

@@ -8,9 +8,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import mlflow
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+from sqlalchemy.exc import SQLAlchemyError
 
-from kernelwright.workdir import artifact_root, tracking_uri
+from kernelwright.errors import UsageError
+from kernelwright.workdir import artifact_root, redacted, tracking_uri
 
 EXPERIMENT = "kernelwright"
 REGISTERED_MODEL = "kernelwright-coder"
@@ -21,13 +24,17 @@ log = logging.getLogger(__name__)
 def setup_tracking(workdir: Path, experiment: str = EXPERIMENT) -> str:
     """Point MLflow at the work directory's store (or MLFLOW_TRACKING_URI) and select the experiment.
 
-    Returns the experiment id. A new experiment keeps its artifacts in `<workdir>/mlartifacts`
-    when tracking is local; a remote server keeps its own artifact root.
+    Returns the experiment id; a store MLflow cannot open is a UsageError. A new experiment keeps its
+    artifacts in `<workdir>/mlartifacts` when tracking is local; a remote server keeps its own artifact root.
     """
     uri = tracking_uri(workdir)
     mlflow.set_tracking_uri(uri)
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name(experiment)
+    try:
+        client = MlflowClient(uri)
+        exp = client.get_experiment_by_name(experiment)
+    except (MlflowException, SQLAlchemyError) as exc:  # an unknown scheme, a refused file store, no database
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise UsageError(f"MLflow tracking store {redacted(uri)} cannot be used: {redacted(first)}") from None
     if exp is None:
         location = artifact_root(workdir).as_uri() if uri.startswith("sqlite:") else None
         exp_id = client.create_experiment(experiment, artifact_location=location)

@@ -44,10 +44,11 @@ from kernelwright.base_model.corpus import (
 from kernelwright.base_model.loop import LoopPlan, LoopState, OnStep, load_state, make_optimizer, train_loop
 from kernelwright.base_model.perplexity import heldout_perplexity
 from kernelwright.base_model.tokenizer import packed_blocks, train_code_tokenizer
+from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
 from kernelwright.models import load_tokenizer
 from kernelwright.tracking import stage_run
-from kernelwright.workdir import base_model_dir, resolve_workdir
+from kernelwright.workdir import TRACKING_URI_HELP, base_model_dir, resolve_workdir
 
 log = logging.getLogger(__name__)
 REGISTERED_BASE = "kernelwright-base"
@@ -92,6 +93,7 @@ class PretrainConfig:
     max_steps: int = field(default=0, metadata={"help": "Optimizer steps at most; 0: what the budget allows."})
     out: str | None = field(default=None, metadata={"help": "Checkpoint folder. None: <workdir>/base-model."})
     workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
+    tracking_uri: str | None = field(default=None, metadata={"help": TRACKING_URI_HELP})
     source: list[str] = field(default_factory=list, metadata={
         "help": "Folders of code to pretrain on instead of the installed packages'; repeatable.", "action": "extend"})
     decontaminate_against: list[str] = field(default_factory=list, metadata={
@@ -279,7 +281,7 @@ def _pretrain(cfg: PretrainConfig, on_step: OnStep | None) -> PretrainResult:
 def _log_start(cfg: PretrainConfig, corpus: Corpus, model: PreTrainedModel, resumed: bool) -> None:
     if mlflow.active_run() is None:
         return
-    params = {f"base.{k}": str(v) for k, v in asdict(cfg).items()}
+    params = config_to_params(cfg, "base.")
     params.update({f"base.preset.{k}": str(v) for k, v in asdict(cfg.preset()).items()})
     params.update({"base.corpus_digest": corpus.digest, "base.corpus_documents": str(len(corpus.documents)),
                    "base.corpus_chars": str(corpus.chars), "base.corpus_excluded": str(len(corpus.excluded)),

@@ -37,7 +37,7 @@ from kernelwright.decontaminate import build_index, contaminated
 from kernelwright.errors import UsageError
 from kernelwright.models import check_base_model, load_base_model, load_tokenizer, resolve_base_model
 from kernelwright.prompting import extract_code
-from kernelwright.workdir import resolve_workdir
+from kernelwright.workdir import TRACKING_URI_HELP, resolve_workdir
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,7 @@ class CurateConfig:
     )
     out: str | None = field(default=None, metadata={"help": "Output folder. None: <workdir>/curated."})
     workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
+    tracking_uri: str | None = field(default=None, metadata={"help": TRACKING_URI_HELP})
     max_length: int = field(
         default=4096, metadata={"help": "Samples longer than this many tokens (prompt + completion) are dropped."}
     )

@@ -25,7 +25,7 @@ from typing import Any
 import mlflow
 from rich.progress import Progress
 
-from kernelwright.config import config_to_params
+from kernelwright.config import config_record, config_to_params
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.candidates import BUILTIN, candidates_from, select_problems, write_generations
 from kernelwright.evaluation.checking import Row, Verifier, check_candidates
@@ -39,7 +39,7 @@ from kernelwright.prompting import prompt_messages
 from kernelwright.verifier.problems import Problem
 from kernelwright.verifier.verdict import Verdict
 from kernelwright.verifier.verify import VerifyConfig, cuda_available, run_workers
-from kernelwright.workdir import resolve_workdir
+from kernelwright.workdir import TRACKING_URI_HELP, resolve_workdir
 
 NO_GPU_REASON = "no CUDA device on this machine: correctness and timing were not measured"
 
@@ -80,6 +80,7 @@ class EvaluateConfig:
         "help": "Tag a registered model with its figures and move `champion` when it wins; off: report only."})
     out: str | None = field(default=None, metadata={"help": "Results folder. None: <workdir>/evaluate."})
     workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
+    tracking_uri: str | None = field(default=None, metadata={"help": TRACKING_URI_HELP})
 
     def __post_init__(self) -> None:
         if self.split not in ("test", "all"):
@@ -204,7 +205,7 @@ def result_json(cfg: EvaluateConfig, result: EvaluateResult) -> dict[str, Any]:
         "metrics": result.metrics, "not_applicable": result.figures.flat_not_applicable(),
         "gpu_verified": result.gpu_verified, "gpu_reason": "" if result.gpu_verified else NO_GPU_REASON,
         "gate": asdict(result.gate) if result.gate else None, "gate_note": result.gate_note,
-        "config": asdict(cfg), "samples": [asdict(r) for r in result.rows],
+        "config": config_record(cfg), "samples": [asdict(r) for r in result.rows],
     }
 
 

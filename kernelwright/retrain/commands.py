@@ -26,9 +26,8 @@ def retrain_command(argv: Sequence[str], console: Console) -> int:
 
 def promote_command(argv: Sequence[str], console: Console) -> int:
     from kernelwright.evaluation.registry import promote, rollback
-    from kernelwright.retrain.job import tracking_env
     from kernelwright.tracking import setup_tracking
-    from kernelwright.workdir import resolve_workdir
+    from kernelwright.workdir import resolve_workdir, tracking_env
 
     cfg = parse_config(PromoteConfig, argv, "kernelwright promote", "Move the champion alias by hand.")
     with tracking_env(cfg.tracking_uri):

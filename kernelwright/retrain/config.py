@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kernelwright.tracking import REGISTERED_MODEL
+from kernelwright.workdir import TRACKING_URI_HELP
 
 
 @dataclass
@@ -12,9 +13,7 @@ class RetrainConfig:
     """Config of `kernelwright retrain`: the pipeline's knobs, the gate's, and the job's safety."""
 
     workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
-    tracking_uri: str | None = field(default=None, metadata={
-        "help": "MLflow tracking store (sqlite:///..., postgresql://..., http://...). None: MLFLOW_TRACKING_URI, "
-                "else <workdir>/mlflow.db."})
+    tracking_uri: str | None = field(default=None, metadata={"help": TRACKING_URI_HELP})
     input: list[str] = field(default_factory=list, metadata={
         "help": "Corpus files or folders (as `curate --input`); repeatable. Empty: the seed corpus's train split.",
         "action": "extend"})
@@ -63,8 +62,7 @@ class PromoteConfig:
         "help": "Make this version the champion (previous-champion is set to the old one)."})
     registered_model: str = field(default=REGISTERED_MODEL, metadata={"help": "Registered model name."})
     workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
-    tracking_uri: str | None = field(default=None, metadata={
-        "help": "MLflow tracking store. None: MLFLOW_TRACKING_URI, else <workdir>/mlflow.db."})
+    tracking_uri: str | None = field(default=None, metadata={"help": TRACKING_URI_HELP})
 
     def __post_init__(self) -> None:
         if self.rollback == (self.version is not None):
@@ -80,6 +78,7 @@ class ScheduleConfig:
     retrain_config: str | None = field(default=None, metadata={
         "help": "YAML file of `kernelwright retrain` settings for every run. None: the defaults."})
     workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
+    tracking_uri: str | None = field(default=None, metadata={"help": TRACKING_URI_HELP})
     job_store: str | None = field(default=None, metadata={
         "help": "SQLAlchemy URI of the persistent job store. None: sqlite:///<workdir>/schedule.db."})
     timezone: str = field(default="UTC", metadata={"help": "Time zone of the cron expression."})

@@ -16,10 +16,8 @@ its last checkpoint into its MLflow run; the aliases move only at the very end (
 from __future__ import annotations
 
 import logging
-import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,7 +52,7 @@ from kernelwright.retrain.stages import (
 from kernelwright.retrain.watermark import TAG, Watermark, compute_watermark, digest_settings
 from kernelwright.seed import seed_root
 from kernelwright.tracking import EXPERIMENT, setup_tracking
-from kernelwright.workdir import resolve_workdir, tracking_uri
+from kernelwright.workdir import resolve_workdir, tracking_env, tracking_uri
 
 log = logging.getLogger(__name__)
 
@@ -69,23 +67,6 @@ class RetrainResult:
     champion_version: str | None  # where `champion` points after the run
     wall_s: float
     candidate: dict[str, float] = field(default_factory=dict)  # the candidate's gate figures
-
-
-@contextmanager
-def tracking_env(uri: str | None) -> Iterator[None]:
-    """MLFLOW_TRACKING_URI set to `uri` for the duration (nothing changes when it is None)."""
-    if uri is None:
-        yield
-        return
-    before = os.environ.get("MLFLOW_TRACKING_URI")
-    os.environ["MLFLOW_TRACKING_URI"] = uri
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("MLFLOW_TRACKING_URI", None)
-        else:
-            os.environ["MLFLOW_TRACKING_URI"] = before
 
 
 def run_retrain(cfg: RetrainConfig, verifier: Verifier = verify_with_progress,

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kernelwright.errors import KernelwrightError, UsageError
+from kernelwright.workdir import redacted
 
 FILE_NAME = "retrain.lock"
 PG_SCHEMES = ("postgresql", "postgres")
@@ -34,11 +35,6 @@ def is_postgres(uri: str) -> bool:
 def libpq_uri(uri: str) -> str:
     """An SQLAlchemy URI (postgresql+psycopg2://...) as libpq takes it (postgresql://...)."""
     return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql://", uri)
-
-
-def redacted(uri: str) -> str:
-    """The URI without its password, for messages."""
-    return re.sub(r"://([^:/@]+):[^@/]*@", r"://\1:***@", uri)
 
 
 def lock_key(name: str) -> int:

@@ -33,7 +33,7 @@ from typing import Any
 from kernelwright import atomic
 from kernelwright.errors import UsageError
 from kernelwright.retrain.config import ScheduleConfig
-from kernelwright.workdir import resolve_workdir
+from kernelwright.workdir import redacted, resolve_workdir
 
 log = logging.getLogger(__name__)
 JOB_ID = "kernelwright-retrain"
@@ -92,7 +92,7 @@ def run_retrain_job(argv: list[str], timeout_s: int, outcomes: str) -> int:
     meaning = MEANINGS.get(rc, "failed")
     atomic.write_json(Path(outcomes) / f"{started:%Y%m%dT%H%M%S%fZ}.json",
                       {"started": started.isoformat(), "exit_status": rc, "outcome": meaning, "wall_s": wall,
-                       "argv": argv})
+                       "argv": [redacted(a) for a in argv]})
     (log.info if rc in (0, 75) else log.error)("scheduled retrain %s (exit status %d) after %.0f s", meaning, rc, wall)
     return rc
 
@@ -103,6 +103,8 @@ def retrain_argv(cfg: ScheduleConfig) -> list[str]:
         argv += ["--config", str(Path(cfg.retrain_config).resolve())]
     if cfg.workdir:
         argv += ["--workdir", str(resolve_workdir(cfg.workdir))]
+    if cfg.tracking_uri:
+        argv += ["--tracking-uri", cfg.tracking_uri]
     return argv
 
 

@@ -31,8 +31,8 @@ from kernelwright.training.stage import TrainConfig, run_train
 
 log = logging.getLogger(__name__)
 DONE_FILE = "retrain.json"
-CURATE_PATHS = ("input", "out", "workdir", "p_cache", "base_model", "workers", "decontaminate_against")
-TRAIN_PATHS = ("data", "output_dir", "workdir", "base_model", "system_metrics", "register", "alias",
+CURATE_PATHS = ("input", "out", "workdir", "tracking_uri", "p_cache", "base_model", "workers", "decontaminate_against")
+TRAIN_PATHS = ("data", "output_dir", "workdir", "tracking_uri", "base_model", "system_metrics", "register", "alias",
                "logging_steps", "save_steps")
 
 

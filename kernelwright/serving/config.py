@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from kernelwright.workdir import TRACKING_URI_HELP
+
 DEFAULT_MODEL = "models:/kernelwright-coder@champion"
 KEYS_ENV = "KERNELWRIGHT_API_KEYS"
 
@@ -69,8 +71,9 @@ class ServeConfig:
         "help": "Folder of the compile check's result cache and precompiled header. None: its default "
                 "(~/.cache/kernelwright/compile_check)."})
     workdir: str | None = field(default=None, metadata={
-        "help": "Work folder whose MLflow store resolves models:/ URIs (MLFLOW_TRACKING_URI wins). "
+        "help": "Work folder whose MLflow store resolves models:/ URIs (--tracking-uri or MLFLOW_TRACKING_URI win). "
                 "None: ./.kernelwright."})
+    tracking_uri: str | None = field(default=None, metadata={"help": TRACKING_URI_HELP})
     reload_interval_s: float = field(default=60.0, metadata={
         "help": "Seconds between polls of the registry alias (models:/NAME@ALIAS with the hf backend); when it "
                 "names another version, that one loads in the background (both are in memory meanwhile) and "

@@ -24,12 +24,12 @@ FALLBACK = {"champion": "candidate"}
 
 
 def use_store(cfg: ServeConfig) -> None:
-    """Point MLflow at the work folder's store (MLFLOW_TRACKING_URI wins) for models:/ URIs."""
+    """Point MLflow at --tracking-uri, else MLFLOW_TRACKING_URI, else the work folder's store, for models:/ URIs."""
     import mlflow
 
     from kernelwright.workdir import resolve_workdir, tracking_uri
 
-    uri = tracking_uri(resolve_workdir(cfg.workdir))
+    uri = tracking_uri(resolve_workdir(cfg.workdir), cfg.tracking_uri)
     store = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
     if store is not None and not store.is_file():
         raise UsageError(f"no MLflow store at {store} to resolve {cfg.model}: train and register a model first "

@@ -66,7 +66,7 @@ class RequestLog:
 
         from kernelwright.workdir import resolve_workdir, tracking_uri
 
-        client = MlflowClient(tracking_uri(resolve_workdir(self.cfg.workdir)))
+        client = MlflowClient(tracking_uri(resolve_workdir(self.cfg.workdir), self.cfg.tracking_uri))
         if self.run_id is None:
             exp = client.get_experiment_by_name(EXPERIMENT)
             exp_id = exp.experiment_id if exp else client.create_experiment(EXPERIMENT)

@@ -42,7 +42,7 @@ from kernelwright.training.resume import (
     resumable_run_id,
 )
 from kernelwright.training.sft import build_trainer
-from kernelwright.workdir import resolve_workdir
+from kernelwright.workdir import TRACKING_URI_HELP, resolve_workdir, tracking_env
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -110,6 +110,7 @@ class TrainConfig:
         default=None, metadata={"help": "Checkpoints and final model. None: <workdir>/train."}
     )
     workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
+    tracking_uri: str | None = field(default=None, metadata={"help": TRACKING_URI_HELP})
     register: bool = field(default=True, metadata={"help": "Register the model in the MLflow registry."})
     registered_model: str = field(default=REGISTERED_MODEL, metadata={"help": "Registered model name."})
     alias: str | None = field(default="candidate", metadata={"help": "Alias given to the new version; empty: none."})
@@ -239,16 +240,17 @@ def run_ablation(cfg: TrainConfig) -> list[TrainResult]:
 
 
 def train_command(cfg: TrainConfig) -> list[TrainResult]:
-    """What `kernelwright train` runs: the arguments checked, then the work folder's MLflow store, one run
-    (resumed when a previous run into the same output folder was killed and the store holds it), one weighting
-    or an ablation. Other ranks of a multi-process launch train without MLflow."""
+    """What `kernelwright train` runs: the arguments checked, then the MLflow store (--tracking-uri, else the work
+    folder's), one run (resumed when a previous run into the same output folder was killed and the store holds it),
+    one weighting or an ablation. Other ranks of a multi-process launch train without MLflow."""
     check_args(cfg)
     if not is_main_process():
         return run_ablation(cfg) if cfg.ablation else [run_train(cfg)]
-    setup_tracking(resolve_workdir(cfg.workdir))
-    run_id = resumable_run_id(cfg)
-    name = "train-ablation" if cfg.ablation else "train"
-    with mlflow.start_run(run_id=run_id, run_name=None if run_id else name,
-                          tags=None if run_id else {"kernelwright.stage": name},
-                          log_system_metrics=cfg.system_metrics and not cfg.ablation):
-        return run_ablation(cfg) if cfg.ablation else [run_train(cfg)]
+    with tracking_env(cfg.tracking_uri):
+        setup_tracking(resolve_workdir(cfg.workdir))
+        run_id = resumable_run_id(cfg)
+        name = "train-ablation" if cfg.ablation else "train"
+        with mlflow.start_run(run_id=run_id, run_name=None if run_id else name,
+                              tags=None if run_id else {"kernelwright.stage": name},
+                              log_system_metrics=cfg.system_metrics and not cfg.ablation):
+            return run_ablation(cfg) if cfg.ablation else [run_train(cfg)]

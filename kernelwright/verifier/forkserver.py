@@ -38,7 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 KINDS = {"judge": "kernelwright.verifier.judge", "runner": "kernelwright.verifier.runner"}
-PRELOAD = ("torch", *KINDS.values(), "kernelwright.cuda.split_build")
+# torch's lazily imported parts too: a child need not import them (time), and none is imported by two
+# of a child's threads at once (a runner's build and its profiler warm-up), where one can fail half-way
+PRELOAD = ("torch", "torch._dynamo", "torch.profiler", "torch.utils.cpp_extension", *KINDS.values(),
+           "kernelwright.cuda.split_build")
 MAX_REQUEST = 1 << 20
 START_S = 180.0  # the server's own start (Python, torch) on a busy host
 

@@ -20,6 +20,7 @@ import os
 import socket
 import sys
 import threading
+import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -122,12 +123,23 @@ def import_file(path: Path, name: str) -> ModuleType:
     return mod
 
 
+def _where(exc: BaseException) -> str:
+    """Where it was raised (the last frame: file name, line, function) and the exception it was
+    raised while handling, if any: what a user needs to find the failure."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    if cause is not None:
+        where += f"; while handling {type(cause).__name__}: {str(cause)[-300:]}"
+    return where
+
+
 def classify_failure(exc: BaseException) -> tuple[str, str]:
     """(reason, detail) of an exception the candidate's code raised: out of memory, an illegal
     address, a launch failure (by the CUDA error code torch carries), or any other exception."""
     import torch
 
-    text = f"{type(exc).__name__}: {str(exc)[-1500:]}"
+    text = f"{type(exc).__name__}: {str(exc)[-1500:]}{_where(exc)}"
     if isinstance(exc, torch.OutOfMemoryError | MemoryError):
         return "out_of_memory", text
     code = getattr(exc, "error_code", None)

@@ -38,10 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 KINDS = {"judge": "kernelwright.verifier.judge", "runner": "kernelwright.verifier.runner"}
-# torch's lazily imported parts too: a child need not import them (time), and none is imported by two
-# of a child's threads at once (a runner's build and its profiler warm-up), where one can fail half-way
-PRELOAD = ("torch", "torch._dynamo", "torch.profiler", "torch.utils.cpp_extension", *KINDS.values(),
-           "kernelwright.cuda.split_build")
+# torch only, not its lazily imported parts (torch._dynamo): importing those can touch the CUDA
+# driver, which a forked child then cannot start again
+PRELOAD = ("torch", *KINDS.values(), "kernelwright.cuda.split_build")
 MAX_REQUEST = 1 << 20
 START_S = 180.0  # the server's own start (Python, torch) on a busy host
 
@@ -304,7 +303,7 @@ def _child(req: dict, fds: list[int]) -> None:
         code = done.code if isinstance(done.code, int) else 1
     except BaseException:  # noqa: BLE001 - a child reports its own failure on its stderr and exits
         with contextlib.suppress(Exception):
-            traceback.print_exc()
+            os.write(2, traceback.format_exc().encode(errors="replace")[-8000:])
     finally:
         with contextlib.suppress(Exception):
             sys.stdout.flush()

@@ -58,6 +58,8 @@ def profiler_started_alongside(enabled: bool, join_s: float = 120.0):
     Pay it in a thread while the candidate builds (GIL released while the compilers run), not
     later on the timing path. Joined on exit, before the thread count and the timing; on by
     `enabled` (timing on)."""
+    if enabled:  # torch._dynamo (which the profiler and a build may both import) imported by one thread
+        import torch._dynamo  # noqa: F401 - its circular imports fail when two threads import it at once
     thread = threading.Thread(target=_empty_profile, name="kw-profiler-warm-up", daemon=True) if enabled else None
     if thread is not None:
         thread.start()

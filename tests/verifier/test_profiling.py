@@ -19,3 +19,14 @@ def test_profiler_warm_up_is_joined_and_not_tampering() -> None:
         torch.ones(4).sum()
     assert "kw-profiler-warm-up" not in {t.name for t in threading.enumerate()}
     guard.check()
+
+
+def test_the_profiler_warm_up_leaves_no_import_of_torch_dynamo_to_two_threads() -> None:
+    """torch._dynamo's circular imports fail when a build and the warm-up thread import it at once:
+    the calling thread imports it before the thread starts."""
+    import sys
+
+    from kernelwright.verifier.profiling import profiler_started_alongside
+
+    with profiler_started_alongside(True):
+        assert "torch._dynamo" in sys.modules

@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 # transformers builds a per-request processor only for a shared value that changes something (no temperature
 # processor for 1.0, no top-p one for 1.0): these make it build them; every sequence then passes its own values
 _SHARED_SAMPLING = {"temperature": 0.7, "top_p": 0.95}
+# on a CPU the engine attends through a dense mask over every sequence of a forward pass, so a pass costs about
+# the square of the sequences in it: 8 measured best for throughput there (bench/serve_throughput.py)
+CPU_REQUESTS_PER_BATCH = 8
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 _LIVE: weakref.WeakSet[ContinuousBatchingBackend] = weakref.WeakSet()
@@ -55,10 +58,15 @@ class GenerationFailed(RuntimeError):
 class EngineSizes:
     """The engine's sizes (`ServeConfig.cb_*`); 0 leaves one to transformers' own sizing."""
 
-    num_blocks: int = 64
-    page_size: int = 256
+    num_blocks: int = 256
+    page_size: int = 64
     max_batch_tokens: int = 256
-    max_requests_per_batch: int = 0
+    max_requests_per_batch: int = 0  # 0: CPU_REQUESTS_PER_BATCH on a CPU, transformers' default elsewhere
+
+    def requests_per_batch(self, device: torch.device) -> int | None:
+        if self.max_requests_per_batch:
+            return self.max_requests_per_batch
+        return CPU_REQUESTS_PER_BATCH if device.type == "cpu" else None
 
 
 def processor_kwargs(sampling: Sampling, vocab_size: int) -> dict[str, Any]:
@@ -116,7 +124,7 @@ class ContinuousBatchingBackend:
         engine = ContinuousBatchingConfig(
             num_blocks=sizes.num_blocks or None, page_size=sizes.page_size,
             max_batch_tokens=sizes.max_batch_tokens or None,
-            max_requests_per_batch=sizes.max_requests_per_batch or None,
+            max_requests_per_batch=sizes.requests_per_batch(model.device),
             per_request_processors=True, max_queue_size=0)  # 0: add_request never blocks (max_queue bounds /v1)
         self.manager = model.init_continuous_batching(generation_config=shared, continuous_batching_config=engine)
         self.live: set[str] = set()  # sequences in the engine, not finished nor cancelled

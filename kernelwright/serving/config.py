@@ -29,21 +29,23 @@ class ServeConfig:
                 "batching (the tokens of every request in flight share each forward pass; per-request temperature "
                 "and top_p; a seed with temperature > 0 answers 400, as it cannot be honoured there). sequential: "
                 "transformers generate on one worker thread, one request's candidates at a time (honours seed)."})
-    cb_num_blocks: int = field(default=64, metadata={
+    cb_num_blocks: int = field(default=256, metadata={
         "help": "KV-cache blocks of the continuous-batching engine, each cb_page_size tokens of every layer: "
                 "blocks x page size tokens for all requests in flight, and the most one completion (prompt + "
                 "max_new_tokens) may take (more answers 400). 0: transformers sizes the cache from free "
                 "accelerator memory (on a CPU that takes seconds to start)."})
-    cb_page_size: int = field(default=256, metadata={
-        "help": "Tokens per KV-cache block of the continuous-batching engine (also the granularity at which "
-                "requests with the same prompt prefix share cache), 4 or more."})
+    cb_page_size: int = field(default=64, metadata={
+        "help": "Tokens per KV-cache block of the continuous-batching engine, 4 or more. Sequences whose prompts "
+                "start alike (the system prompt, a request's n candidates) share the cache of whole blocks, so "
+                "smaller pages share more of a common prefix."})
     cb_max_batch_tokens: int = field(default=256, metadata={
         "help": "Most tokens one forward pass of the continuous-batching engine takes (prompt chunks plus one "
                 "per decoding sequence); longer prompts are prefilled in chunks. 0: transformers sizes it from "
                 "free accelerator memory."})
     cb_max_requests_per_batch: int = field(default=0, metadata={
         "help": "Most sequences (candidates) in one forward pass of the continuous-batching engine; the others "
-                "wait for the next pass. 0: transformers' default."})
+                "wait for the next pass. 0: 8 on a CPU (there a pass attends densely over all its sequences, so "
+                "its cost grows with their square), transformers' default on an accelerator."})
     api_keys: list[str] = field(default_factory=list, metadata={
         "help": f"Bearer keys that /v1 routes accept; also read from ${KEYS_ENV} (comma-separated). "
                 "Empty (and no env): no authentication."})

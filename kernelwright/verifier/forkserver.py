@@ -286,6 +286,7 @@ def _child(req: dict, fds: list[int]) -> None:
         os.chdir(str(req["cwd"]))
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in dict(req["env"]).items()})
+        tempfile.tempdir = None  # the server's cached /tmp: a child's temporary folder is its own TMPDIR's
         if req.get("user"):
             uid, gid = int(req["user"][0]), int(req["user"][1])
             os.setgroups([])

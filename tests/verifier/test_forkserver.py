@@ -31,6 +31,9 @@ def _null_fds() -> tuple[int, int]:
 def test_a_judge_child_gets_its_stderr_folder_and_environment_and_its_exit_is_reported(
         server: ForkServer, tmp_path: Path) -> None:
     missing = tmp_path / "no_such_spec.json"
+    import tempfile
+
+    tempfile.gettempdir()  # cached in this process: a child still takes its own TMPDIR
     null_in, null_out = _null_fds()
     with (tmp_path / "err").open("w+b") as err:
         child = server.spawn("judge", [str(missing)], str(tmp_path), {"KW_MARK": "1", "PATH": os.environ["PATH"]},

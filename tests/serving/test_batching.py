@@ -7,6 +7,7 @@ are added; what a batch held is read from the engine's own scheduler, not from t
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -190,6 +191,31 @@ def test_concurrent_http_requests_are_batched_together(engine, batch_sizes) -> N
         depth = client.get("/metrics").text
     assert answers == [200, 200] and max(batch_sizes) == 2
     assert "kernelwright_engine_sequences 0.0" in depth
+
+
+def test_a_client_that_goes_away_takes_its_sequences_out_of_the_engine(engine) -> None:
+    from tests.serving.test_lifecycle import _scope
+
+    engine._ensure_running()
+    body = json.dumps({"instruction": "relu", "n": 2, "max_new_tokens": 3000, "compile_check": False}).encode()
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop()
+        while len(engine.live) < 2:  # both candidates are in the engine: the client leaves
+            await asyncio.sleep(0.005)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    app = create_app(ServeConfig(compile_host=False), engine)
+    asyncio.run(asyncio.wait_for(app(_scope("/v1/kernels/generate"), receive, send), 10))
+    assert not engine.live and not any(m["type"] == "http.response.body" for m in sent)
+    scheduler = engine.manager.batch_processor.scheduler
+    _wait(lambda: not scheduler.active_requests and not scheduler.waiting_requests)
 
 
 def test_serve_config_rejects_unknown_batching_and_negative_sizes() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Iterator
@@ -100,6 +101,7 @@ def test_the_alias_moved_under_load_swaps_versions_without_a_failed_request(regi
     stop = threading.Event()
     with TestClient(app=create_app(cfg)) as client:
         _wait_version(client, "1", 60)
+        old_engine = client.app.state.served.backend.manager  # the backend itself is not held here
 
         def load() -> None:
             while not stop.is_set():
@@ -117,6 +119,11 @@ def test_the_alias_moved_under_load_swaps_versions_without_a_failed_request(regi
         stop.set()
         for w in workers:
             w.join(30)
+        gc.collect()
+        deadline = time.monotonic() + 10
+        while old_engine.is_running() and time.monotonic() < deadline:  # let go of, the old version's engine stops
+            time.sleep(0.02)
+        assert not old_engine.is_running() and client.app.state.served.backend.manager.is_running()
     assert seen and all(status == 200 for status, _, _ in seen), seen
     assert all(body == header for _, body, header in seen)  # each answer names the version that made it
     assert {body for _, body, _ in seen} == {"1", "2"} and seen[-1][1] == "2"

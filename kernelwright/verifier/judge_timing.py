@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelwright.verifier.channel import Channel, ChannelBroken, Described, field, load_output
 from kernelwright.verifier.inputs import form_failure
@@ -44,6 +44,9 @@ from kernelwright.verifier.timing import (
 )
 from kernelwright.verifier.tolerance import TimedBound, judge_timed
 from kernelwright.verifier.verdict import ShapeResult
+
+if TYPE_CHECKING:  # judge_checks imports this module
+    from kernelwright.verifier.judge_checks import Checked
 
 REQUEST_S = 600.0  # the longest one request may take; the whole run is bounded by verify's timeout
 
@@ -199,7 +202,7 @@ def keep_all_fits(problem: ModuleType, shape: dict[str, Any], spec: Spec, seed: 
     return nbytes(first) * set_count(first, TimingSettings.of(spec)) <= TIMED_MEMORY_BYTES
 
 
-def time_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Link, checked: Any,
+def time_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Link, checked: Checked,
                ref: RefCache, progress: Progress, names: list[str]) -> ShapeResult:
     """One shape's figures: the candidate (runner), the reference (judge), the timed outputs checked
     (judge), under the timing lock; the kernel share (runner) outside it."""

@@ -43,7 +43,8 @@ log = logging.getLogger(__name__)
 # processor for 1.0, no top-p one for 1.0): these make it build them; every sequence then passes its own values
 _SHARED_SAMPLING = {"temperature": 0.7, "top_p": 0.95}
 # on a CPU the engine attends through a dense mask over every sequence of a forward pass, so a pass costs about
-# the square of the sequences in it: 8 measured best for throughput there (bench/serve_throughput.py)
+# the square of the sequences in it: 4 to 8 a pass measured best at 32 clients with the tiny model, unbounded the
+# worst; 8 leaves larger models, whose passes are dominated by reading the weights, more to share
 CPU_REQUESTS_PER_BATCH = 8
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
@@ -161,6 +162,7 @@ class ContinuousBatchingBackend:
             fatal = manager.background_thread_status.fatal_error
             if fatal is not None:
                 log.error("the continuous-batching engine ended on an error (%s): starting it again", fatal)
+                manager.batch_processor = None  # a fresh cache and scheduler, not the state the error left
             manager.switch_to_cb_friendly_attn(self.model, manager.continuous_batching_config.auto_switch_to_flash)
             self.capacity_tokens = self._start()
 

@@ -21,7 +21,7 @@ from litestar.testing import TestClient
 from kernelwright.serving import metrics
 from kernelwright.serving.app import create_app
 from kernelwright.serving.backend import Completion, PromptTooLong, Sampling, SamplingRefused
-from kernelwright.serving.batching import ContinuousBatchingBackend, EngineSizes, TextDeltas
+from kernelwright.serving.batching import ContinuousBatchingBackend, EngineSizes, GenerationFailed, TextDeltas
 from kernelwright.serving.config import ServeConfig
 
 PROMPT = "__global__ void relu(float* x, int n) {"
@@ -216,6 +216,36 @@ def test_a_client_that_goes_away_takes_its_sequences_out_of_the_engine(engine) -
     assert not engine.live and not any(m["type"] == "http.response.body" for m in sent)
     scheduler = engine.manager.batch_processor.scheduler
     _wait(lambda: not scheduler.active_requests and not scheduler.waiting_requests)
+
+
+def test_an_engine_that_died_fails_its_sequences_and_the_next_request_starts_it_again(engine, monkeypatch) -> None:
+    engine._ensure_running()
+    processor = engine.manager.batch_processor
+    step = processor._generation_step
+
+    def crash(model: Any) -> None:
+        monkeypatch.setattr(processor, "_generation_step", step)  # once
+        raise RuntimeError("device lost")
+
+    monkeypatch.setattr(processor, "_generation_step", crash)
+    with pytest.raises(GenerationFailed, match="device lost"):
+        asyncio.run(engine.generate([PROMPT], GREEDY))
+    _wait(lambda: not engine.manager.is_running())
+    again = asyncio.run(engine.generate([PROMPT], GREEDY))[0]
+    assert engine.manager.is_running() and again.text == _greedy_reference(engine, 12)
+
+
+def test_streamed_choices_come_together_and_each_ends_with_its_compile_result(engine) -> None:
+    body = {"messages": [{"role": "user", "content": "relu"}], "temperature": 0, "n": 2, "max_tokens": 40,
+            "stream": True, "compile_check": False}
+    with TestClient(app=create_app(ServeConfig(compile_host=False), engine)) as client:
+        r = client.post("/v1/chat/completions", json=body)
+    events = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
+    texts = {i: "".join(e["choices"][0]["delta"].get("content", "") for e in events if e["choices"][0]["index"] == i)
+             for i in (0, 1)}
+    finals = sorted(e["choices"][0]["index"] for e in events if e["choices"][0]["finish_reason"] == "length")
+    assert r.text.rstrip().endswith("data: [DONE]") and finals == [0, 1]
+    assert texts[0] == texts[1] and texts[0]  # greedy: both choices the same tokens
 
 
 def test_serve_config_rejects_unknown_batching_and_negative_sizes() -> None:

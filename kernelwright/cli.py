@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from rich.console import Console
+from rich.markup import escape
 
 from kernelwright import __version__
 from kernelwright.config import parse_config
@@ -80,14 +81,13 @@ def mlflow_server_commands(cfg: MlflowServerConfig) -> tuple[list[str], list[str
 
 def _pipeline(argv: Sequence[str]) -> int:
     from kernelwright.evaluation.report import results_table
-    from kernelwright.evaluation.stage import NO_GPU_REASON
     from kernelwright.pipeline import PipelineConfig, run_pipeline
 
     cfg = parse_config(PipelineConfig, argv, "kernelwright pipeline", "Curate, train and evaluate on the defaults.")
     stages = iter(range(1, 4))
     result = run_pipeline(cfg, lambda name: console.rule(f"[bold]{next(stages)}/3 {name}"))
     ev = result.evaluation
-    console.print(results_table(ev.figures, ev.gpu_verified, NO_GPU_REASON))
+    console.print(results_table(ev.figures, ev.gpu_verified, ev.gpu_reason))
     console.print(f"[bold green]pipeline done[/] in {result.wall_s:.0f} s: run {result.run_id}, "
                   f"{result.registered_model} version {result.version} (alias candidate)")
     console.print(closing_line(ev))
@@ -102,7 +102,7 @@ def closing_line(ev: EvaluateResult) -> str:
     if ev.gpu_verified:
         figures += f", fast_0 {m['fast_0']:.2f}, fast_1 {m['fast_1']:.2f}, gpu_verified true"
     else:
-        figures += ", gpu_verified false (no CUDA device)"
+        figures += f", gpu_verified false ({ev.gpu_reason.split(':')[0]})"
     return f"evaluation: {figures}; gate: {ev.gate_note}"
 
 
@@ -139,19 +139,17 @@ def _train(argv: Sequence[str]) -> int:
 
 def _evaluate(argv: Sequence[str]) -> int:
     from kernelwright.evaluation.report import results_table
-    from kernelwright.evaluation.stage import NO_GPU_REASON, EvaluateConfig, evaluate, plan_evaluation
+    from kernelwright.evaluation.stage import EvaluateConfig, evaluate, plan_evaluation
 
     cfg = parse_config(EvaluateConfig, argv, "kernelwright evaluate", "Generate, verify and score kernels.")
     plan = plan_evaluation(cfg)  # bad arguments are refused before the MLflow store is touched
     result = _in_stage_run("evaluate", cfg, lambda: evaluate(cfg, plan=plan))
-    console.print(results_table(result.figures, result.gpu_verified, NO_GPU_REASON))
+    console.print(results_table(result.figures, result.gpu_verified, result.gpu_reason))
     console.print(closing_line(result))
     return 0
 
 
 def _verify(argv: Sequence[str]) -> int:
-    from rich.markup import escape
-
     from kernelwright.verifier.verify import VerifyConfig, exit_code, verify_one, write_json
 
     cfg = parse_config(VerifyConfig, argv, "kernelwright verify", "Verify one candidate against one problem.")
@@ -272,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KernelwrightError as exc:
         if os.environ.get("KERNELWRIGHT_DEBUG"):
             raise
-        console.print(f"[red]kernelwright {args[0]}: error:[/] {exc}", soft_wrap=True)
+        console.print(f"[red]kernelwright {args[0]}: error:[/] {escape(str(exc))}", soft_wrap=True)
         return exc.exit_code
     except KeyboardInterrupt:
         console.print("interrupted: checkpoints written so far are kept; run the same command to resume")

@@ -1,6 +1,6 @@
 """torch's precompiled `torch/extension.h`, built once by the parent while the first workers start.
 
-    (used by kernelwright.verifier.verify.run_workers and the worker's load_inline)
+    (used by kernelwright.verifier.verify.run_workers, verifier/ray_fanout.py and the worker's load_inline)
 
 `load_inline(..., use_pch=True)` keeps one precompiled header in torch's include folder and
 rebuilds it (tens of seconds, ~800 MB) whenever it is missing or was built with other flags. Many
@@ -11,13 +11,16 @@ workers doing that at once race on the same file. So:
   "ok" or "failed" into the lock file;
 - a worker's `load_inline` waits for a shared lock on that file (its own start-up, the problem
   import and the candidate's Python run meanwhile), and uses the header only when the parent
-  built it and the candidate passes no flags that would make torch rebuild it.
+  built it and the candidate passes no flags that would make torch rebuild it;
+- verifications spread over a cluster's nodes, with no parent in common, share one lock file per
+  node instead (`header_built_on_node`): the first that finds it without "ok" builds the header.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -71,6 +74,59 @@ def header_built_alongside(timeout_s: float, enabled: bool = True) -> Iterator[s
         thread.join()
         fh.close()
         Path(path).unlink(missing_ok=True)
+
+
+def node_header_lock() -> Path:
+    """The lock file that every verification on this node shares (per user and torch version)."""
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = "none"
+    return Path(tempfile.gettempdir()) / f"kw_pch_node_{torch_version}_{os.getuid()}.lock"
+
+
+@contextlib.contextmanager
+def header_built_on_node(timeout_s: float, enabled: bool = True) -> Iterator[str | None]:
+    """`header_built_alongside` for verifications that share a node but not a parent (tasks of a
+    cluster, verifier/ray_fanout.py): the first to find the node's lock file without "ok" builds the
+    header in a thread under its exclusive lock; the others' workers wait on the same file, as under
+    one parent. Yields the lock file's path at once (None when not `enabled`)."""
+    if not enabled:
+        yield None
+        return
+    path = node_header_lock()
+    fh = open(path, "a+")  # noqa: SIM115 - the lock is held across the thread's life
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o644)  # the candidate's process (another user) reads and waits on it
+    thread = None
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pass  # another verification on this node is building it: our worker waits on the file
+    else:
+        fh.seek(0)
+        if fh.read().strip() == "ok":
+            fcntl.flock(fh, fcntl.LOCK_UN)
+        else:  # never built here, or the last build failed: build it (again)
+
+            def build() -> None:
+                try:
+                    ok = build_header(timeout_s)
+                    fh.seek(0)
+                    fh.truncate()
+                    fh.write("ok" if ok else "failed")
+                    fh.flush()
+                finally:
+                    fcntl.flock(fh, fcntl.LOCK_UN)
+
+            thread = threading.Thread(target=build, name="kw-pch-node", daemon=True)
+            thread.start()
+    try:
+        yield str(path)
+    finally:
+        if thread is not None:
+            thread.join()
+        fh.close()
 
 
 def header_ready(lock_path: str, wait_s: float = WAIT_S, poll_s: float = 0.05) -> bool:

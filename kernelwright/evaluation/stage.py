@@ -3,10 +3,12 @@
     kernelwright evaluate                                   # <workdir>/train/final on the held-out seed tasks
     kernelwright evaluate --suite builtin --model models:/kernelwright-coder@candidate --samples 4
     kernelwright evaluate --suite DIR --generations GEN_DIR # verify files someone else generated
+    kernelwright evaluate --ray auto --ray-gpu-fraction 0.25 # verification spread over a Ray cluster
 
 Generated code lands in `<out>/generations/<problem_id>/sample_<k>.py` and is verified from
 there. Every sample gets the static checks and an NVRTC compile; on a machine with a CUDA device
-each one then runs the verification protocol (verify.py), and the figures are fast_0, fast_1, the
+(with --ray: a cluster with GPUs, verifier/ray_fanout.py) each one then runs the verification
+protocol (verify.py), and the figures are fast_0, fast_1, the
 fast_p curve, the geometric-mean speedup and roofline share, per category too. Without a GPU,
 results say `gpu_verified: false` with the reason, and no correctness or speed figure is made up.
 A registered model (`models:/...`) is tagged with its figures and the `champion` alias moves to it
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,11 +40,21 @@ from kernelwright.generation import HFBackend
 from kernelwright.models import ModelRef, load_model, resolve_ref
 from kernelwright.prompting import prompt_messages
 from kernelwright.verifier.problems import Problem
+from kernelwright.verifier.ray_fanout import (
+    DEFAULT_GPU_FRACTION,
+    GPU_FRACTION_HELP,
+    RAY_HELP,
+    check_gpu_fraction,
+    connected,
+    import_ray,
+    verify_on_ray,
+)
 from kernelwright.verifier.verdict import Verdict
 from kernelwright.verifier.verify import VerifyConfig, cuda_available, run_workers
 from kernelwright.workdir import TRACKING_URI_HELP, resolve_workdir
 
 NO_GPU_REASON = "no CUDA device on this machine: correctness and timing were not measured"
+NO_RAY_GPU_REASON = "no GPU in the Ray cluster: correctness and timing were not measured"
 
 
 @dataclass
@@ -63,7 +76,11 @@ class EvaluateConfig:
     temperature: float = field(default=0.0, metadata={"help": "Sampling temperature; 0: greedy."})
     batch_size: int = field(default=8, metadata={"help": "Prompts per generate() call."})
     seed: int = field(default=0, metadata={"help": "Sampling seed."})
-    jobs: int = field(default=0, metadata={"help": "Verification workers (builds run in parallel); 0: one per core."})
+    jobs: int = field(default=0, metadata={
+        "help": "Verification workers on this machine (builds run in parallel); 0: one per core. With --ray the "
+                "cluster's GPUs decide."})
+    ray: str | None = field(default=None, metadata={"help": RAY_HELP})
+    ray_gpu_fraction: float = field(default=DEFAULT_GPU_FRACTION, metadata={"help": GPU_FRACTION_HELP})
     timeout_s: float = field(default=300.0, metadata={"help": "Wall-clock limit per candidate, build included."})
     verify_seeds: int = field(default=2, metadata={"help": "Seeds per input distribution in the correctness check."})
     timing_budget_s: float = field(default=1.0, metadata={"help": "Seconds of timed trials per model and shape."})
@@ -93,6 +110,7 @@ class EvaluateConfig:
             raise ValueError(f"gate_view must be own or any, not {self.gate_view!r}")
         if not 0.0 <= self.own_kernel_share <= 1.0:
             raise ValueError("own_kernel_share is a share of device time, between 0 and 1")
+        check_gpu_fraction(self.ray_gpu_fraction)
 
 
 @dataclass
@@ -102,6 +120,7 @@ class EvaluateResult:
     gpu_verified: bool
     gate: GateDecision | None
     gate_note: str
+    gpu_reason: str = NO_GPU_REASON  # why nothing was GPU-verified (when gpu_verified is false)
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -125,6 +144,8 @@ def plan_evaluation(cfg: EvaluateConfig) -> EvaluationPlan:
     workdir = resolve_workdir(cfg.workdir)
     out = Path(cfg.out) if cfg.out else workdir / "evaluate"
     problems = select_problems(cfg.suite, cfg.split)
+    if cfg.ray:
+        import_ray()
     model = cfg.model or (None if cfg.generations else str(workdir / "train" / "final"))
     if cfg.generations:
         if not Path(cfg.generations).is_dir():
@@ -178,9 +199,32 @@ def verify_with_progress(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdic
         return run_workers(cfgs, jobs, on_done=lambda _cfg, _v: progress.advance(task))
 
 
-def evaluate(cfg: EvaluateConfig, verifier: Verifier = verify_with_progress,
+def ray_verifier(gpu_fraction: float) -> Verifier:
+    """`verify_on_ray` over the connected cluster, with a progress bar as each candidate's verdict lands."""
+
+    def run(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
+        with Progress() as progress:
+            task = progress.add_task("GPU verification on Ray", total=len(cfgs))
+            return verify_on_ray(cfgs, gpu_fraction, on_done=lambda _cfg, _v: progress.advance(task))
+
+    return run
+
+
+@contextmanager
+def verification(cfg: EvaluateConfig, verifier: Verifier | None) -> Iterator[tuple[Verifier, bool, str]]:
+    """(the verifier, whether there is a GPU to verify on, the reason when not): `verifier`, else worker
+    processes here (a CUDA device here) or, with --ray, tasks on the cluster (GPUs in the cluster)."""
+    if not cfg.ray:
+        yield verifier or verify_with_progress, cuda_available(), NO_GPU_REASON
+        return
+    with connected(cfg.ray) as gpus:
+        yield verifier or ray_verifier(cfg.ray_gpu_fraction), gpus > 0, NO_RAY_GPU_REASON
+
+
+def evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
              plan: EvaluationPlan | None = None) -> EvaluateResult:
-    """Generate (or read) candidates, check them, score them, and run the gate."""
+    """Generate (or read) candidates, check them, score them, and run the gate. `verifier` None: see
+    `verification`."""
     plan = plan or plan_evaluation(cfg)
     workdir = resolve_workdir(cfg.workdir)
     ref = resolve_ref(plan.model) if plan.model else None
@@ -188,12 +232,12 @@ def evaluate(cfg: EvaluateConfig, verifier: Verifier = verify_with_progress,
         assert ref is not None
         generate_into(plan.generations, plan.problems, ref, cfg)
     cands = candidates_from(plan.generations, plan.problems, cfg.samples)
-    gpu = cuda_available()
     jobs = cfg.jobs or os.cpu_count() or 1
-    rows = check_candidates(cands, verify_config(cfg, workdir), jobs, gpu, verifier, NO_GPU_REASON)
-    figures = suite_figures(rows, gpu, NO_GPU_REASON, cfg.own_kernel_share)
+    with verification(cfg, verifier) as (verify, gpu, reason):
+        rows = check_candidates(cands, verify_config(cfg, workdir), jobs, gpu, verify, reason)
+    figures = suite_figures(rows, gpu, reason, cfg.own_kernel_share)
     decision, note = _gate(ref, cfg, gpu, figures.overall, suite_id(plan.problems, cfg.samples))
-    result = EvaluateResult(figures, rows, gpu, decision, note)
+    result = EvaluateResult(figures, rows, gpu, decision, note, reason)
     write_report(plan.out, result_json(cfg, result), figures, rows, gpu)
     if mlflow.active_run() is not None:
         _log(cfg, plan.out, result, ref)
@@ -203,7 +247,7 @@ def evaluate(cfg: EvaluateConfig, verifier: Verifier = verify_with_progress,
 def result_json(cfg: EvaluateConfig, result: EvaluateResult) -> dict[str, Any]:
     return {
         "metrics": result.metrics, "not_applicable": result.figures.flat_not_applicable(),
-        "gpu_verified": result.gpu_verified, "gpu_reason": "" if result.gpu_verified else NO_GPU_REASON,
+        "gpu_verified": result.gpu_verified, "gpu_reason": "" if result.gpu_verified else result.gpu_reason,
         "gate": asdict(result.gate) if result.gate else None, "gate_note": result.gate_note,
         "config": config_record(cfg), "samples": [asdict(r) for r in result.rows],
     }
@@ -219,7 +263,7 @@ def _log(cfg: EvaluateConfig, out: Path, result: EvaluateResult, ref: ModelRef |
     mlflow.log_metrics({f"evaluate.{k}": v for k, v in result.metrics.items()})
     mlflow.log_dict(result.figures.flat_not_applicable(), "evaluate/not_applicable.json")
     mlflow.set_tags({"gpu_verified": str(result.gpu_verified).lower(),
-                     "gpu_reason": "" if result.gpu_verified else NO_GPU_REASON,
+                     "gpu_reason": "" if result.gpu_verified else result.gpu_reason,
                      "gate.promoted": str(bool(result.gate and result.gate.promote)).lower(),
                      "gate.note": result.gate_note[:500],
                      **{f"not_applicable.{k}": v for k, v in result.figures.overall.not_applicable.items()}})

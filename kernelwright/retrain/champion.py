@@ -10,6 +10,7 @@ reused instead of measured again.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from kernelwright.evaluation.registry import (
 from kernelwright.evaluation.stage import EvaluateConfig, evaluate
 from kernelwright.retrain.config import RetrainConfig
 from kernelwright.tracking import stage_run
+from kernelwright.verifier.ray_fanout import connected
 
 log = logging.getLogger(__name__)
 PROMOTED, REJECTED, NOT_GATED, SKIPPED = "promoted", "rejected", "not_gated", "skipped"
@@ -50,21 +52,22 @@ class GateScope:
     out: Path  # <workdir>/retrain/evaluate-<key>
 
 
-def _evaluate_version(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verifier,
+def _evaluate_version(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verifier | None,
                       run_name: str) -> dict[str, float] | None:
     """Evaluate registered `version` in a child run; record and return its gate figures (None: no GPU)."""
     with stage_run(run_name, tags={"model.version": version}):
         result = evaluate(EvaluateConfig(
             model=f"models:/{cfg.registered_model}/{version}", suite=cfg.suite, samples=cfg.samples,
             max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, gate=False, gate_view=cfg.gate_view,
-            out=str(scope.out / f"v{version}"), workdir=cfg.workdir), verifier=verifier)
+            ray=cfg.ray, ray_gpu_fraction=cfg.ray_gpu_fraction, out=str(scope.out / f"v{version}"),
+            workdir=cfg.workdir), verifier=verifier)
     if not result.gpu_verified:
         return None
     record_figures(cfg.registered_model, version, result.metrics, scope.figures)
     return gate_figures(result.metrics, cfg.gate_view)
 
 
-def _figures(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verifier,
+def _figures(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verifier | None,
              run_name: str) -> dict[str, float] | None:
     recorded = recorded_figures(cfg.registered_model, version, scope.figures, cfg.gate_view)
     if recorded is not None:
@@ -73,8 +76,14 @@ def _figures(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verif
     return _evaluate_version(cfg, version, scope, verifier, run_name)
 
 
-def run_gate(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verifier) -> GateOutcome:
-    """Evaluate the candidate `version` (and the champion if needed) and gate it; see the module doc."""
+def run_gate(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verifier | None) -> GateOutcome:
+    """Evaluate the candidate `version` (and the champion if needed) and gate it; see the module doc. With
+    --ray both evaluations verify on the cluster, over one connection."""
+    with connected(cfg.ray) if cfg.ray else nullcontext():
+        return _gate(cfg, version, scope, verifier)
+
+
+def _gate(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verifier | None) -> GateOutcome:
     name = cfg.registered_model
     before = alias_version(name, CHAMPION)
     candidate = _figures(cfg, version, scope, verifier, "evaluate")

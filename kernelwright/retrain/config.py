@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kernelwright.tracking import REGISTERED_MODEL
+from kernelwright.verifier.ray_fanout import DEFAULT_GPU_FRACTION, GPU_FRACTION_HELP, RAY_HELP, check_gpu_fraction
 from kernelwright.workdir import TRACKING_URI_HELP
 
 
@@ -33,6 +34,8 @@ class RetrainConfig:
     suite: str | None = field(default=None, metadata={
         "help": "Problems the gate evaluates on (as `evaluate --suite`). None: the seed corpus's held-out tasks."})
     samples: int = field(default=1, metadata={"help": "Completions per problem."})
+    ray: str | None = field(default=None, metadata={"help": "The gate's verification: " + RAY_HELP})
+    ray_gpu_fraction: float = field(default=DEFAULT_GPU_FRACTION, metadata={"help": GPU_FRACTION_HELP})
     max_new_tokens: int = field(default=384, metadata={"help": "Generation budget per completion, in tokens."})
     seed: int = field(default=0, metadata={"help": "Seed of training and sampling."})
     gate_view: str = field(default="own", metadata={"help": "Figures the gate compares: own or any."})
@@ -50,6 +53,7 @@ class RetrainConfig:
             raise ValueError(f"margin is a share of samples, between 0 and 1, not {self.margin}")
         if self.gate_view not in ("own", "any"):
             raise ValueError(f"gate_view must be own or any, not {self.gate_view!r}")
+        check_gpu_fraction(self.ray_gpu_fraction)
 
 
 @dataclass

@@ -3,6 +3,7 @@
     kernelwright retrain                                   # seed corpus, tiny model, ./.kernelwright
     kernelwright retrain --config retrain.yaml --input data/new.jsonl --margin 0.02
     kernelwright retrain --lock-uri postgresql://kw@db/mlflow --tracking-uri http://mlflow:5000
+    kernelwright retrain --ray auto                        # the gate's verification on a Ray cluster
 
 Under the retrain lock (lock.py), the watermark (watermark.py) is computed first: when a finished
 retrain has the same one in the same evaluation scope, a `skipped` run is recorded and nothing else
@@ -33,7 +34,7 @@ from kernelwright.evaluation.candidates import select_problems
 from kernelwright.evaluation.checking import Verifier
 from kernelwright.evaluation.gate import CHAMPION
 from kernelwright.evaluation.registry import alias_version, eval_scope
-from kernelwright.evaluation.stage import suite_id, verify_with_progress
+from kernelwright.evaluation.stage import suite_id
 from kernelwright.models import resolve_base_model
 from kernelwright.retrain.champion import SKIPPED, GateOutcome, GateScope, run_gate
 from kernelwright.retrain.config import RetrainConfig
@@ -52,6 +53,7 @@ from kernelwright.retrain.stages import (
 from kernelwright.retrain.watermark import TAG, Watermark, compute_watermark, digest_settings
 from kernelwright.seed import seed_root
 from kernelwright.tracking import EXPERIMENT, setup_tracking
+from kernelwright.verifier.ray_fanout import import_ray
 from kernelwright.workdir import resolve_workdir, tracking_env, tracking_uri
 
 log = logging.getLogger(__name__)
@@ -69,10 +71,13 @@ class RetrainResult:
     candidate: dict[str, float] = field(default_factory=dict)  # the candidate's gate figures
 
 
-def run_retrain(cfg: RetrainConfig, verifier: Verifier = verify_with_progress,
+def run_retrain(cfg: RetrainConfig, verifier: Verifier | None = None,
                 on_stage: Callable[[str], None] = lambda name: None) -> RetrainResult:
-    """The whole job (see the module doc); `on_stage(name)` is called as each step starts."""
+    """The whole job (see the module doc); `on_stage(name)` is called as each step starts. `verifier` None:
+    the evaluate stage's own (worker processes here, or Ray tasks with --ray)."""
     check_curate_arguments(curate_config(cfg, Path(".")))  # bad input is refused before any store is touched
+    if cfg.ray:
+        import_ray()
     problems = select_problems(cfg.suite, "test")
     workdir = resolve_workdir(cfg.workdir)
     with tracking_env(cfg.tracking_uri), retrain_lock(cfg.lock_uri, workdir, tracking_uri(workdir),
@@ -154,7 +159,7 @@ def _resumable_parent(state: Path) -> str | None:
     return run_id if run.info.lifecycle_stage == "active" and run.info.status != "FINISHED" else None
 
 
-def _retrain(cfg: RetrainConfig, workdir: Path, mark: Watermark, scope: GateScope, verifier: Verifier,
+def _retrain(cfg: RetrainConfig, workdir: Path, mark: Watermark, scope: GateScope, verifier: Verifier | None,
              on_stage: Callable[[str], None], start: float) -> RetrainResult:
     state = _state_file(workdir, mark, scope.key)
     resumed = _resumable_parent(state)

@@ -63,6 +63,7 @@ class EngineSizes:
     page_size: int = 64
     max_batch_tokens: int = 256
     max_requests_per_batch: int = 0  # 0: CPU_REQUESTS_PER_BATCH on a CPU, transformers' default elsewhere
+    prefix_sharing: bool = True
 
     def requests_per_batch(self, device: torch.device) -> int | None:
         if self.max_requests_per_batch:
@@ -125,7 +126,7 @@ class ContinuousBatchingBackend:
         engine = ContinuousBatchingConfig(
             num_blocks=sizes.num_blocks or None, page_size=sizes.page_size,
             max_batch_tokens=sizes.max_batch_tokens or None,
-            max_requests_per_batch=sizes.requests_per_batch(model.device),
+            max_requests_per_batch=sizes.requests_per_batch(model.device), allow_block_sharing=sizes.prefix_sharing,
             per_request_processors=True, max_queue_size=0)  # 0: add_request never blocks (max_queue bounds /v1)
         self.manager = model.init_continuous_batching(generation_config=shared, continuous_batching_config=engine)
         self.live: set[str] = set()  # sequences in the engine, not finished nor cancelled

@@ -42,6 +42,9 @@ class ServeConfig:
         "help": "Most tokens one forward pass of the continuous-batching engine takes (prompt chunks plus one "
                 "per decoding sequence); longer prompts are prefilled in chunks. 0: transformers sizes it from "
                 "free accelerator memory."})
+    cb_prefix_sharing: bool = field(default=True, metadata={
+        "help": "Sequences whose prompts start alike share the cache blocks of that prefix (computed once, kept "
+                "while there is room). False (--no_cb_prefix_sharing): every sequence prefills its whole prompt."})
     cb_max_requests_per_batch: int = field(default=0, metadata={
         "help": "Most sequences (candidates) in one forward pass of the continuous-batching engine; the others "
                 "wait for the next pass. 0: 8 on a CPU (there a pass attends densely over all its sequences, so "

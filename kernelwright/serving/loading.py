@@ -99,7 +99,8 @@ def hf_backend(model: Any, tokenizer: Any, cfg: ServeConfig) -> ServingBackend:
         return HFServingBackend(model, tokenizer)
     from kernelwright.serving.batching import ContinuousBatchingBackend, EngineSizes
 
-    sizes = EngineSizes(cfg.cb_num_blocks, cfg.cb_page_size, cfg.cb_max_batch_tokens, cfg.cb_max_requests_per_batch)
+    sizes = EngineSizes(cfg.cb_num_blocks, cfg.cb_page_size, cfg.cb_max_batch_tokens, cfg.cb_max_requests_per_batch,
+                        cfg.cb_prefix_sharing)
     return ContinuousBatchingBackend(model, tokenizer, sizes)
 
 

@@ -151,9 +151,10 @@ def test_text_deltas_hold_back_partial_words_and_characters() -> None:
 
 
 def test_a_completion_too_long_for_the_cache_is_refused_before_it_reaches_the_engine(tiny_model_dir) -> None:
-    small = ContinuousBatchingBackend(*_load(tiny_model_dir), EngineSizes(num_blocks=2, page_size=32))
+    small = ContinuousBatchingBackend(*_load(tiny_model_dir), EngineSizes(num_blocks=2, page_size=32,
+                                                                          prefix_sharing=False))
     try:
-        assert small.capacity_tokens == 64
+        assert small.capacity_tokens == 64 and not small.manager.batch_processor.cache.use_prefix_sharing
         with pytest.raises(PromptTooLong, match="cb_num_blocks"):
             asyncio.run(small.generate([PROMPT], Sampling(max_new_tokens=60)))
         assert asyncio.run(small.generate([PROMPT], Sampling(max_new_tokens=8)))[0].completion_tokens == 8

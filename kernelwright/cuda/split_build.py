@@ -6,7 +6,8 @@ while the kernels themselves take well under a second. `split_sources` cuts the 
 
 - a DEVICE translation unit with no torch include: the non-torch #includes, #defines, constants,
   types, `__device__`/`__global__` functions, and per kernel K a C++ launcher
-  `void kw_launch_K(dim3, dim3, size_t, cudaStream_t, <K's params>)` that runs `K<<<...>>>`;
+  `void kw_launch_K(dim3, dim3, size_t, cudaStream_t, <K's params>)` that runs `K<<<...>>>`
+  unless the exported `kw_skip_own_launches` is set (the verifier's decoy check);
 - a HOST source for the C++ side (compiled by g++ with the precompiled `torch/extension.h`): the
   #includes, #defines, constants and types the host code needs, the launcher declarations and the
   host functions with every `K<<<g, b[, s[, st]]>>>(args)` rewritten to `kw_launch_K(g, b, s, st, args)`.
@@ -48,7 +49,9 @@ DEVICE_PRELUDE = """\
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+extern "C" __attribute__((visibility("default"))) int kw_skip_own_launches = 0;
 """
+SKIP_FLAG = "kw_skip_own_launches"  # the verifier's decoy check sets it: every launcher returns at once
 HOST_PRELUDE = "#include <cuda_runtime.h>\n"
 # Headers only device code needs; the host compiler (g++) cannot always parse them.
 DEVICE_ONLY_INCLUDE = re.compile(r"#\s*include\s*[<\"](mma\.h|cooperative_groups|cuda_pipeline|cuda/|cub/|"
@@ -333,7 +336,8 @@ def _split(cuda_source: str) -> Split:  # noqa: C901, PLR0912, PLR0915 - one pas
         params, pnames = _params(fn)
         head = f"void kw_launch_{name}(dim3 kw_grid, dim3 kw_block, size_t kw_shmem, cudaStream_t kw_stream"
         head += f", {params})" if params else ")"
-        launchers[name] = f"{head} {{\n    {name}<<<kw_grid, kw_block, kw_shmem, kw_stream>>>({', '.join(pnames)});\n}}"
+        launchers[name] = (f"{head} {{\n    if ({SKIP_FLAG}) return;\n"
+                           f"    {name}<<<kw_grid, kw_block, kw_shmem, kw_stream>>>({', '.join(pnames)});\n}}")
         decls[name] = head + ";"
         if DEVICE_SPACE.search(params) or set(IDENT.findall(params)) & dev_names:
             raise _NotSplittable("kernel parameter of a device-only type")

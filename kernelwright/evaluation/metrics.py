@@ -31,7 +31,8 @@ from kernelwright.verifier.verdict import Verdict
 
 FAST_P_GRID = (0.0, 0.5, 0.8, 1.0, 1.2, 1.5, 2.0, 3.0, 5.0)
 CHEAT_REASONS = frozenset({
-    "fallback_try_except", "fallback_torch_op", "fallback_runtime", "unwritten_output", "input_independent",
+    "fallback_try_except", "fallback_torch_op", "fallback_runtime", "fallback_decoy", "unwritten_output",
+    "input_independent",
     "input_mutation", "async_escape", "result_caching", "harness_tampering", "non_tensor_output",
     "precision_downgrade", "launch_error", "timed_output_mismatch", "timing_inconsistent",
 })

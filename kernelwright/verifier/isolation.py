@@ -4,6 +4,7 @@
 - `no_network`: no network for the candidate (a new network namespace where allowed, no sockets);
 - `patch_load_inline`: cheaper `load_inline` builds that compute the same thing (split build, slim
   header, precompiled header); `BUILD_PATHS` records how each call was built;
+- `own_launches_skipped`: the candidate's own kernel launches turned off (the decoy check);
 - `import_file`: the problem and the candidate, imported from their files;
 - `thread_count`: the process's threads (a candidate's work escaping to threads of its own);
 - `exclusive`: a lock file held while a worker times, so that one process times at a time.
@@ -21,6 +22,7 @@ import socket
 import sys
 import threading
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -83,6 +85,7 @@ def patch_load_inline(cache: str | None, split: bool = False, pch_lock: str | No
             from kernelwright.cuda.split_build import try_split_build
             if (module := try_split_build(original, name, cpp_sources, cuda_sources, kw)) is not None:
                 BUILD_PATHS.append("split")
+                SPLIT_LIBRARIES.append(str(getattr(module, "__file__", "")))
                 return module
         slim = _slim_cuda(cuda_sources)
         if slim is not None:
@@ -100,6 +103,31 @@ def patch_load_inline(cache: str | None, split: bool = False, pch_lock: str | No
 
 
 BUILD_PATHS: list[str] = []  # how each load_inline call of this worker was built: split, slim or as_written
+SPLIT_LIBRARIES: list[str] = []  # the split-built extensions' files: their launchers honour the skip flag
+
+
+@contextlib.contextmanager
+def own_launches_skipped() -> Iterator[int]:
+    """Inside, every launcher of the candidate's own kernels returns at once (the split build's
+    `kw_skip_own_launches`). Yields how many extensions that holds for: 0 unless every build of
+    the candidate was split (a kernel built as written would still run)."""
+    import ctypes
+
+    from kernelwright.cuda.split_build import SKIP_FLAG
+
+    flags = []
+    if BUILD_PATHS and all(p == "split" for p in BUILD_PATHS):
+        for path in SPLIT_LIBRARIES:
+            with contextlib.suppress(OSError, ValueError):
+                flags.append(ctypes.c_int.in_dll(ctypes.CDLL(path), SKIP_FLAG))
+        flags = flags if len(flags) == len(SPLIT_LIBRARIES) else []
+    for flag in flags:
+        flag.value = 1
+    try:
+        yield len(flags)
+    finally:
+        for flag in flags:
+            flag.value = 0
 
 
 def _slim_cuda(cuda_sources: Any) -> Any:

@@ -22,7 +22,7 @@ from types import ModuleType
 
 from kernelwright.verifier.channel import ChannelBroken, RunnerGone
 from kernelwright.verifier.isolation import Rejected, classify_failure, import_file
-from kernelwright.verifier.judge_checks import check_shape, outcome_of_death
+from kernelwright.verifier.judge_checks import check_not_decoy, check_shape, outcome_of_death
 from kernelwright.verifier.judge_process import RUNNER_REASONS, started_runner
 from kernelwright.verifier.judge_timing import Link, RunnerRejected, time_shape
 from kernelwright.verifier.profiling import candidate_kernel_names
@@ -45,6 +45,8 @@ def verify(spec: Spec, progress: Progress, link: Link, problem: ModuleType) -> V
     progress.write(phase="correctness", compile_s=compile_s, build=str(loaded.get("build", ""))[:80])
     with torch.no_grad():
         checked = [check_shape(problem, s, spec, link, spec.seeds) for s in shapes]
+        if spec.decoy_check:
+            check_not_decoy(problem, shapes[0], spec, link, checked[0])
     results = [ShapeResult(shape=s, correct=True, max_abs_err=c.worst, tolerance_rule=c.rules)
                for s, c in zip(shapes, checked, strict=True)]
     if spec.timing:

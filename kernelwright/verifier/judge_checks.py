@@ -18,7 +18,7 @@ from typing import Any
 from kernelwright.verifier.channel import ChannelBroken, Described, RunnerGone, field, load_output
 from kernelwright.verifier.inputs import DISTRIBUTIONS, clone, compare, draw_check_inputs
 from kernelwright.verifier.isolation import Rejected
-from kernelwright.verifier.judge_timing import Link
+from kernelwright.verifier.judge_timing import Link, RunnerRejected
 from kernelwright.verifier.spec import Spec
 from kernelwright.verifier.tolerance import TimedBound, fp64_output, fp64_twin
 from kernelwright.verifier.verdict import Verdict
@@ -34,6 +34,7 @@ class Checked:
     ref_model: Any
     call: dict[str, Any]
     timed_bound: TimedBound
+    twin: Any = None  # the reference's float64 twin (None where the problem cannot run in float64)
 
 
 def reference_models(problem: ModuleType, shape: dict[str, Any], seed: int) -> tuple[Any, Any | None]:
@@ -79,7 +80,37 @@ def check_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Li
             refs.append(expected)
             previous = (dist, outs[-1])
     _check_problem_depends_on_input(refs)
-    return Checked(worst, ",".join(sorted(rules)), ref_model, call, bound)
+    return Checked(worst, ",".join(sorted(rules)), ref_model, call, bound, twin)
+
+
+DECOY_SEED_OFFSET = 7919  # the decoy check's draw: a seed no correctness draw used
+
+
+def check_not_decoy(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Link, checked: Checked) -> None:
+    """fallback_decoy: the candidate's output is still right with its own kernel launches skipped
+    (the split build's launchers return at once), so its kernels do not make the output. Only where
+    every build was split (the runner reports how many extensions it switched off; 0: no check).
+    Against candidates that do not fight it: the runner is the candidate's process."""
+    import torch
+
+    seed = spec.seeds[0] + DECOY_SEED_OFFSET
+    dist = DISTRIBUTIONS[0]
+    inputs = draw_check_inputs(problem, shape, seed, dist)
+    expected = checked.ref_model(*clone(inputs))
+    like = expected if type(expected) is torch.Tensor else torch.empty(0, device="cuda")
+    try:
+        reply = link.ask("call", **checked.call, seed=seed, dist=dist, repeat=1, skip_own=True,
+                         like={"shape": list(like.shape), "dtype": str(like.dtype).removeprefix("torch.")})
+    except RunnerRejected:  # it fails without its kernels: they matter
+        return
+    skipped = field(reply, "skipped", int)
+    outs = [load_output(h, link.outbox) for h in field(reply, "outputs", list)]
+    if skipped <= 0 or len(outs) != 1:
+        return
+    reason, _detail, _err = _compared(outs[0], expected, fp64_output(checked.twin, inputs), set())
+    if reason is None:
+        raise Rejected("fallback_decoy", f"the output is still right with the candidate's own kernel launches "
+                                         f"skipped ({skipped} extension(s)): its kernels do not make the output")
 
 
 def _compared(out: Any, expected: Any, expected64: Any, rules: set[str]) -> tuple[str | None, str, float]:

@@ -11,7 +11,7 @@ cuts its network before it imports the candidate. Then it answers requests on th
 | op | does | replies |
 | --- | --- | --- |
 | load | imports the problem and the candidate (the build; done before it is asked for) | compile_s, build |
-| call | draws the inputs of (shape, seed, distribution), runs ModelNew `repeat` times | output files |
+| call | draws the inputs of (shape, seed, distribution), runs ModelNew `repeat` times (`skip_own`: decoy) | outputs |
 | time | times ModelNew on fresh inputs from the judge's seed (timer.py), keeps the outputs | median_ms, kept |
 | prepare_wall / run_wall | a batch of calls the judge times on its own clock (or a no-op batch) | - |
 | share | the profiler's share of GPU time in the candidate's kernels | share |
@@ -23,6 +23,7 @@ launch error, a changed input, the harness tampered with) is a reply too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -40,6 +41,7 @@ from kernelwright.verifier.isolation import (
     classify_failure,
     import_file,
     no_network,
+    own_launches_skipped,
     patch_load_inline,
     thread_count,
 )
@@ -106,8 +108,9 @@ class Runner:
         model = self._model(req)
         inputs = draw_check_inputs(self.problem, req["shape"], int(req["seed"]), str(req["dist"]))
         like = torch.empty(req["like"]["shape"], dtype=getattr(torch, req["like"]["dtype"]), device="cuda")
-        outs = [self._run_checked(model, clone(inputs), like) for _ in range(int(req["repeat"]))]
-        return {"outputs": [self._save(out) for out in outs]}
+        with own_launches_skipped() if req.get("skip_own") else contextlib.nullcontext(0) as skipped:
+            outs = [self._run_checked(model, clone(inputs), like) for _ in range(int(req["repeat"]))]
+        return {"outputs": [self._save(out) for out in outs], "skipped": skipped}
 
     def time(self, req: dict[str, Any]) -> dict[str, Any]:
         import torch

@@ -43,6 +43,7 @@ class Spec:
     split_build: bool = True  # device code built without torch headers (split_build.py), else as written
     pch_lock: str | None = None  # the parent's precompiled-header build to wait for (pch.py); None: none
     profiler_warm_up: bool = True  # the profiler's first session during the build (profiler_started_alongside)
+    decoy_check: bool = True  # the output with the candidate's own launches skipped must be wrong (fallback_decoy)
     forkserver: str | None = None  # socket of the fork server that starts the runner (forkserver.py); None: Popen
     runner_user: list[Any] | None = None  # [uid, gid, name] the runner runs as (sandbox.runner_user); None: the judge's
 

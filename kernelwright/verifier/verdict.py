@@ -14,6 +14,7 @@ Reason codes (one per cheat class of docs/verification.md and per failure kind):
 | fallback_try_except | rejected | class 1: try/except around the custom path |
 | fallback_torch_op | rejected | class 1: PyTorch compute ops in ModelNew (a curation filter; `verify` warns) |
 | fallback_runtime | rejected | class 1: under 10% of GPU kernel time in the candidate's own kernels |
+| fallback_decoy | rejected | class 1: the output is still right with the candidate's own kernel launches skipped |
 | unwritten_output | rejected | class 2: output elements never written (poisoned memory shows through) |
 | input_independent | rejected | class 3: right on the default inputs only (constant, near-zero or identity output) |
 | input_mutation | rejected | class 4: the forward changed its inputs in place |
@@ -59,7 +60,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "4"
+JUDGE_VERSION = "5"  # 5: the decoy check
 
 STATUSES = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "not_verified")
 
@@ -71,6 +72,7 @@ REASON_STATUS: dict[str, str] = {
     "fallback_try_except": "rejected",
     "fallback_torch_op": "rejected",
     "fallback_runtime": "rejected",
+    "fallback_decoy": "rejected",
     "unwritten_output": "rejected",
     "input_independent": "rejected",
     "input_mutation": "rejected",

@@ -32,3 +32,43 @@ def test_a_build_without_the_header_leaves_it_for_the_others(monkeypatch: pytest
     isolation.patch_load_inline(str(tmp_path))
     assert ext.load_inline("m", "int f();", None, extra_cflags=["-O2"]) == "m"
     assert calls[0]["use_pch"] is False and not removed
+
+
+def _flag_library(tmp_path: Path, name: str) -> str:
+    """A shared library exporting the split build's skip flag, as a split-built extension does."""
+    import shutil
+    import subprocess
+
+    from kernelwright.cuda.split_build import SKIP_FLAG
+
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler on this machine")
+    src, lib = tmp_path / f"{name}.c", tmp_path / f"{name}.so"
+    src.write_text(f'__attribute__((visibility("default"))) int {SKIP_FLAG} = 0;\n'
+                   f'int read_flag(void) {{ return {SKIP_FLAG}; }}\n')
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    return str(lib)
+
+
+def test_own_launches_skipped_sets_every_split_extensions_flag_and_clears_it(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes
+
+    libs = [_flag_library(tmp_path, "a"), _flag_library(tmp_path, "b")]
+    monkeypatch.setattr(isolation, "BUILD_PATHS", ["split", "split"])
+    monkeypatch.setattr(isolation, "SPLIT_LIBRARIES", libs)
+    with isolation.own_launches_skipped() as count:
+        assert count == 2 and [ctypes.CDLL(lib).read_flag() for lib in libs] == [1, 1]
+    assert [ctypes.CDLL(lib).read_flag() for lib in libs] == [0, 0]
+
+
+def test_own_launches_are_not_skipped_when_a_build_was_not_split(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel built as written would still run: no decoy check then (0 extensions)."""
+    import ctypes
+
+    lib = _flag_library(tmp_path, "c")
+    monkeypatch.setattr(isolation, "BUILD_PATHS", ["split", "as_written"])
+    monkeypatch.setattr(isolation, "SPLIT_LIBRARIES", [lib])
+    with isolation.own_launches_skipped() as count:
+        assert count == 0 and ctypes.CDLL(lib).read_flag() == 0

@@ -5,10 +5,7 @@
   the verdict with, the timer and its CUDA runtime handle, the problem module, every torch.nn class
   and the hooks every nn.Module runs; `check` rejects the candidate (harness_tampering) when any of
   them changed;
-- `_ModuleHold` / `_ModelHold`: what is held of one module, and of the reference model while it runs;
-- `held_models`: the reference and the candidate's models, the reference held from before the
-  candidate's constructor runs; `held_check_models`: the same with the reference's float64 twin,
-  held likewise (the correctness draws' truth, tolerance.py).
+- `_ModuleHold`: what is held of one module.
 
 The verdict, the expected outputs and the comparison live in the judge's process (judge.py), out
 of the candidate's reach; the guard keeps the runner's own harness honest (a timer that reads
@@ -19,21 +16,19 @@ reports is what happened. Its reports are still checked by the judge.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import ctypes
 import sys
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernelwright.verifier.inputs import clone
 from kernelwright.verifier.isolation import Rejected
 from kernelwright.verifier.spec import Progress
 from kernelwright.verifier.timer import Timer
-from kernelwright.verifier.tolerance import Judgement, fp64_twin
+from kernelwright.verifier.tolerance import Judgement
 from kernelwright.verifier.verdict import ShapeResult, Verdict
 
 # ---------------------------------------------------------------- what is held
@@ -131,64 +126,6 @@ class _ModuleHold:
         return out + [f"{self.label}.{k} (shadows the builtin)" for k in (now.keys() & _BUILTIN_NAMES) - self.names]
 
 
-@dataclass(frozen=True)
-class _ModelHold:
-    """A model's submodules, each with its instance callables (no `forward` set on the instance)
-    and the items of its dicts (submodules, parameters, buffers, hooks), all by identity, plus a
-    checksum of every parameter and buffer (values changed in place through `.data`)."""
-
-    label: str
-    modules: list[tuple[str, Any, dict[str, Any]]]
-    tensors: list[tuple[str, Any]]
-    sums: Any
-
-    @classmethod
-    def of(cls, model: Any, label: str) -> _ModelHold:
-        modules = [(name, m, _instance_state(m)) for name, m in model.named_modules()]
-        tensors = [*model.named_parameters(), *model.named_buffers()]
-        return cls(label, modules, tensors, _checksums(tensors))
-
-    def changed(self) -> list[str]:
-        import torch
-
-        out = []
-        for name, m, state in self.modules:
-            now = _instance_state(m)
-            where = f"{self.label}{'.' + name if name else ''}"
-            out += [f"{where}.{k}" for k in now.keys() | state.keys() if now.get(k, _MISSING) != state.get(k, _MISSING)]
-        if self.tensors and not torch.equal(_checksums(self.tensors), self.sums):
-            out.append(f"{self.label} parameters or buffers changed in place")
-        return out
-
-
-def _instance_state(m: Any) -> dict[str, Any]:
-    """A module instance's callables (by identity) and its dicts' items (tuples compare items by
-    identity for functions, modules and tensors alike: `==` of two tuples checks `is` first)."""
-    return {k: (_Same(v) if callable(v) else tuple((i, _Same(x)) for i, x in v.items()))
-            for k, v in vars(m).items() if callable(v) or isinstance(v, dict)}
-
-
-class _Same:
-    """Compares equal only to a holder of the very same object (tensors' `==` is elementwise)."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: Any) -> None:
-        self.obj = obj
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Same) and other.obj is self.obj
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-def _checksums(tensors: list[tuple[str, Any]]) -> Any:
-    import torch
-
-    sums = [t.detach().double().sum().nan_to_num() for _, t in tensors]
-    return torch.stack(sums) if sums else torch.zeros(0, dtype=torch.float64)  # a model with no weights
-
-
 def _global_module_hooks() -> dict[str, tuple[Any, ...]]:
     """The hooks every nn.Module runs (`register_module_forward_hook` and the like): one could
     replace the reference's output without replacing anything."""
@@ -263,7 +200,7 @@ class HarnessGuard:
         # Progress writes the verdict
         classes = (torch.Tensor, torch.cuda.Event, torch.cuda.Stream, ctypes.CDLL, Timer, HarnessGuard, Progress,
                    Verdict, ShapeResult, Judgement, profile, EventList, FunctionEvent, Path, type(Path()),
-                   _ModuleHold, _ModelHold, _Same)  # the holds themselves: `changed` returning [] would hide all
+                   _ModuleHold)  # the holds themselves: `changed` returning [] would hide all
         self.held_classes = [(cls, _resolved(cls)) for cls in classes]
         self.held_codes: list[tuple[str, Any, tuple[Any, ...]]] = []
         self._hold_codes(self.held_classes)
@@ -271,7 +208,6 @@ class HarnessGuard:
         self.held_namespaces = [(cls, _own_callables(cls)) for cls in _nn_classes()]
         self._hold_codes(self.held_namespaces)
         self.global_hooks = _global_module_hooks()
-        self.held_models: list[_ModelHold] = []
 
     def _hold_codes(self, classes: list[tuple[type, dict[str, Any]]]) -> None:
         """The code of every function held in `classes` (a `__code__` swapped in place)."""
@@ -288,21 +224,8 @@ class HarnessGuard:
     def watch_instance(self, instance: Any, label: str) -> None:
         self.held_instances.append((label, instance, dict(vars(instance))))
 
-    @contextlib.contextmanager
-    def watching_model(self, model: Any, label: str):
-        """While the block runs: `model` (the reference) and each of its submodules keep their
-        instance attributes (no `forward` set on the instance), their hooks, and the values of their
-        parameters and buffers (a checksum each)."""
-        held = _ModelHold.of(model, label)
-        self.held_models.append(held)
-        try:
-            yield
-        finally:
-            self.held_models.remove(held)
-
     def changed(self) -> list[str]:
-        holds: list[_ModuleHold | _ModelHold] = [*self.held_modules, *self.held_models]
-        out = [name for hold in holds for name in hold.changed()]
+        out = [name for hold in self.held_modules for name in hold.changed()]
         if (hooks := _global_module_hooks()) != self.global_hooks:
             out += [f"nn.Module global hooks: {k}" for k in hooks if hooks[k] != self.global_hooks.get(k)]
         for cls, entries in self.held_classes:
@@ -324,49 +247,3 @@ class HarnessGuard:
             changed.append("TF32 switched on (it would lower the reference's precision too)")
         if changed:
             raise Rejected("harness_tampering", f"replaced: {', '.join(builtins.sorted(changed)[:8])}")
-
-
-# ---------------------------------------------------------------- the models, the reference held
-
-
-@contextlib.contextmanager
-def held_models(problem: ModuleType, candidate: ModuleType, seed: int, guard: HarnessGuard, warm: list[Any],
-                device: str = "cuda") -> Iterator[tuple[Any, Any]]:
-    """(reference, candidate) models; the guard holds the reference from before the candidate's
-    constructor runs (which could otherwise reach it through gc first) until the block ends.
-
-    The reference runs once on `warm` before it is held: lazy modules materialise and caches a
-    forward fills on its first call are in place, so neither reads as tampering.
-    """
-    with _held(problem, candidate, seed, guard, warm, device, fp64=False) as (ref, _, new):
-        yield ref, new
-
-
-@contextlib.contextmanager
-def held_check_models(problem: ModuleType, candidate: ModuleType, seed: int, guard: HarnessGuard,
-                      warm: list[Any], device: str = "cuda") -> Iterator[tuple[Any, Any | None, Any]]:
-    """(reference, its float64 twin or None, candidate): as `held_models`, and the twin
-    (tolerance.fp64_twin: the reference's state in float64, run once on `warm`) is built after the
-    reference's warm-up and held the same way, from before the candidate's constructor runs."""
-    with _held(problem, candidate, seed, guard, warm, device, fp64=True) as models:
-        yield models
-
-
-@contextlib.contextmanager
-def _held(problem: ModuleType, candidate: ModuleType, seed: int, guard: HarnessGuard, warm: list[Any],
-          device: str, fp64: bool) -> Iterator[tuple[Any, Any | None, Any]]:
-    import torch
-
-    init = problem.get_init_inputs()
-    torch.manual_seed(seed)
-    ref = problem.Model(*init).to(device).eval()
-    with torch.no_grad():
-        ref(*clone(warm))
-    twin = fp64_twin(problem, init, ref, seed, warm, device) if fp64 else None
-    with guard.watching_model(ref, "reference"), _watching(guard, twin, "reference64"):
-        torch.manual_seed(seed)
-        yield ref, twin, candidate.ModelNew(*init).to(device).eval()
-
-
-def _watching(guard: HarnessGuard, model: Any | None, label: str) -> contextlib.AbstractContextManager[None]:
-    return guard.watching_model(model, label) if model is not None else contextlib.nullcontext()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import torch
 
 from kernelwright.verifier import channel, inputs, isolation, profiling, runner, sandbox, spec, timer, timing, tolerance
 from kernelwright.verifier import guard as guard_module
-from kernelwright.verifier.guard import GUARDED_MODULES, HARNESS_MODULES, HarnessGuard, held_models
+from kernelwright.verifier.guard import GUARDED_MODULES, HARNESS_MODULES, HarnessGuard
 from kernelwright.verifier.isolation import Rejected, import_file
 
 
@@ -75,7 +74,7 @@ def test_harness_function_and_timer_method(guard: HarnessGuard, restore: list) -
 
 # one function of each of the harness's own modules: what a candidate would replace there
 HARNESS_FUNCTIONS = [(runner, "serve"), (channel, "save_output"), (spec, "Progress"), (isolation, "import_file"),
-                     (inputs, "poison"), (guard_module, "held_models"), (timer, "_cudart"), (timing, "median_ms"),
+                     (inputs, "poison"), (guard_module, "_nn_classes"), (timer, "_cudart"), (timing, "median_ms"),
                      (profiling, "custom_share"), (tolerance, "judge"), (sandbox, "confine")]
 HARNESS_IDS = [mod.__name__.rsplit(".", 1)[-1] for mod, _ in HARNESS_FUNCTIONS]
 
@@ -288,85 +287,10 @@ def _reference() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
 
 
-@pytest.mark.parametrize("tamper", ["instance_forward", "hook", "weights_in_place"])
-def test_reference_model_is_held_while_watched(guard: HarnessGuard, tamper: str) -> None:
-    """A candidate that reaches the reference instance (gc) and makes it agree: a `forward` set on
-    the instance, a forward hook, or weights changed in place through `.data`."""
-    ref = _reference()
-    with guard.watching_model(ref, "reference"):
-        guard.check()
-        with torch.no_grad():
-            ref(torch.ones(2, 4))  # running it changes nothing
-        guard.check()
-        if tamper == "instance_forward":
-            ref[0].forward = lambda x: x
-        elif tamper == "hook":
-            ref.register_forward_hook(lambda mod, args, out: out * 0)
-        else:
-            ref[0].weight.data.zero_()
-        assert "reference" in _replaced(guard)
-    guard.check()  # no longer held once the block is over
-
-
-def test_a_reference_without_weights_is_watched(guard: HarnessGuard) -> None:
-    """Most references (an activation, a reduction) have no parameters or buffers."""
-    ref = torch.nn.ReLU().eval()
-    with guard.watching_model(ref, "reference"):
-        ref(torch.ones(2, 4))
-        guard.check()
-        ref.forward = lambda x: x
-        assert "reference.forward" in _replaced(guard)
-
-
-class _LazyReference(torch.nn.Module):
-    """A reference whose first forward creates its weights (nn.LazyLinear)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = torch.nn.LazyLinear(3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(x)
-
-
-class _ReachesTheReference(torch.nn.Module):
-    """A candidate whose constructor finds the reference instance (gc) and makes it agree."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        for obj in gc.get_objects():
-            if type(obj) is _LazyReference:
-                obj.forward = lambda x: torch.zeros(x.shape[0], 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.zeros(x.shape[0], 3)
-
-
-def _problem_and_candidate(new: type) -> tuple[ModuleType, ModuleType]:
-    problem, candidate = ModuleType("problem"), ModuleType("candidate")
-    problem.Model, problem.get_init_inputs = _LazyReference, list  # type: ignore[attr-defined]
-    candidate.ModelNew = new  # type: ignore[attr-defined]
-    return problem, candidate
-
-
-def test_a_lazy_reference_is_held_after_its_first_forward(guard: HarnessGuard) -> None:
-    problem, candidate = _problem_and_candidate(_LazyReference)
-    with held_models(problem, candidate, 0, guard, [torch.ones(2, 4)], device="cpu") as (ref, _):
-        with torch.no_grad():
-            ref(torch.ones(2, 4))
-        guard.check()  # the weights LazyLinear made on the warm-up forward are the held ones
-
-
-def test_the_reference_is_held_before_the_candidate_is_constructed(guard: HarnessGuard) -> None:
-    problem, candidate = _problem_and_candidate(_ReachesTheReference)
-    with held_models(problem, candidate, 0, guard, [torch.ones(2, 4)], device="cpu"):
-        assert "reference.forward" in _replaced(guard)
-
-
 def test_compiling_the_reference_changes_nothing_held(guard: HarnessGuard) -> None:
+    """A candidate may compile its own modules: torch.compile's own patches are not tampering."""
     ref = _reference()
-    with guard.watching_model(ref, "reference"):
-        compiled = torch.compile(ref, backend="aot_eager")
-        with torch.no_grad():
-            assert torch.allclose(compiled(torch.ones(2, 4)), ref(torch.ones(2, 4)))
-        guard.check()
+    compiled = torch.compile(ref, backend="aot_eager")
+    with torch.no_grad():
+        assert torch.allclose(compiled(torch.ones(2, 4)), ref(torch.ones(2, 4)))
+    guard.check()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
 
-from kernelwright.verifier.guard import HarnessGuard, held_check_models
+from kernelwright.verifier.guard import HarnessGuard
 from kernelwright.verifier.inputs import _failure
 from kernelwright.verifier.isolation import Rejected, import_file
 from kernelwright.verifier.tolerance import (
@@ -236,27 +237,28 @@ def get_init_inputs():
 """
 
 
-def test_the_twin_of_a_problem_runs_in_float64_and_is_held(tmp_path: Path) -> None:
+def _reference_and_twin(problem: ModuleType, warm: list[torch.Tensor]) -> tuple[torch.nn.Module, Any]:
+    """As the judge builds them (judge_checks.reference_models), on the CPU."""
+    init = problem.get_init_inputs()
+    torch.manual_seed(0)
+    ref = problem.Model(*init).eval()
+    with torch.no_grad():
+        ref(*[w.clone() for w in warm])
+    return ref, fp64_twin(problem, init, ref, 0, warm, "cpu")
+
+
+def test_the_twin_of_a_problem_runs_in_float64(tmp_path: Path) -> None:
     (tmp_path / "linear_relu.py").write_text(PROBLEM)
     problem = import_file(tmp_path / "linear_relu.py", "kw_test_tol_linear_relu")
-    warm = problem.get_inputs(batch=64)
-    guard = HarnessGuard()
-    with held_check_models(problem, _candidate(problem.Model), 0, guard, warm, device="cpu") as (ref, twin, new):
-        assert twin is not None and twin is not ref
-        assert all(t.dtype == torch.float64 for t in [*twin.parameters(), *twin.buffers()])
-        pairs = zip([*ref.parameters(), *ref.buffers()], [*twin.parameters(), *twin.buffers()], strict=True)
-        assert all(torch.equal(r.double(), t) for r, t in pairs)
-        x = problem.get_inputs(batch=64)
-        with torch.no_grad():
-            expected, expected64 = ref(*x), fp64_output(twin, x)
-        assert expected64.dtype == torch.float64 and judge(expected, expected, expected64).ok
-        guard.check()
-        twin.linear.forward = lambda v: v  # a candidate that reached the twin through gc
-        with pytest.raises(Rejected) as exc:
-            guard.check()
-        assert "reference64.linear.forward" in exc.value.detail
-        del twin.linear.forward
-        guard.check()
+    ref, twin = _reference_and_twin(problem, problem.get_inputs(batch=64))
+    assert twin is not None and twin is not ref
+    assert all(t.dtype == torch.float64 for t in [*twin.parameters(), *twin.buffers()])
+    pairs = zip([*ref.parameters(), *ref.buffers()], [*twin.parameters(), *twin.buffers()], strict=True)
+    assert all(torch.equal(r.double(), t) for r, t in pairs)
+    x = problem.get_inputs(batch=64)
+    with torch.no_grad():
+        expected, expected64 = ref(*x), fp64_output(twin, x)
+    assert expected64.dtype == torch.float64 and judge(expected, expected, expected64).ok
 
 
 class _Float32Inside(torch.nn.Module):
@@ -297,8 +299,8 @@ def test_the_twin_of_a_lazy_reference_gets_its_weights() -> None:
 
     problem.Model, problem.get_init_inputs = Lazy, list  # type: ignore[attr-defined]
     warm = [torch.randn(2, 5)]
-    with held_check_models(problem, _candidate(Lazy), 0, HarnessGuard(), warm, device="cpu") as (ref, twin, _):
-        assert twin is not None and torch.equal(twin.fc.weight, ref.fc.weight.double())
+    ref, twin = _reference_and_twin(problem, warm)
+    assert twin is not None and torch.equal(twin.fc.weight, ref.fc.weight.double())
 
 
 def test_the_judgement_class_is_held() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import selectors
 import signal
 import socket
@@ -161,7 +162,8 @@ def started_server(roots: Sequence[str], env: dict[str, str] | None = None) -> I
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env, close_fds=True)
     server = ForkServer(path, proc, folder)
     try:
-        line = proc.stdout.readline() if proc.stdout is not None else b""  # "ready" once it listens
+        ready = proc.stdout is not None and select.select([proc.stdout], [], [], START_S)[0]
+        line = proc.stdout.readline() if ready and proc.stdout is not None else b""  # "ready" once it listens
         if line.strip() != b"ready":
             raise SpawnRefused(f"the fork server did not start (exit {proc.poll()})")
         yield server

@@ -1,28 +1,19 @@
-"""The serving benchmark's pure functions: percentiles, level summaries, the ratio table."""
+"""The serving benchmark's pure functions (bench/serve_stats.py, bench/serve_throughput.py): percentiles,
+level summaries, the ratio table, the concurrency option."""
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_serve_throughput", ROOT / "bench" / "serve_throughput.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-st = _load()
+sys.path.append(str(ROOT / "bench"))  # the benchmark's modules import each other by name, as when it is run
+st = importlib.import_module("serve_stats")
+cli = importlib.import_module("serve_throughput")
 
 
 def test_percentile_interpolates_between_closest_ranks() -> None:
@@ -64,6 +55,6 @@ def test_ratio_rows_and_table_leave_missing_baselines_blank() -> None:
 
 def test_request_counts_and_concurrency_parsing() -> None:
     assert st.requests_for(1, None) == 32 and st.requests_for(32, None) == 64 and st.requests_for(8, 5) == 5
-    assert st.parse_concurrency("1, 8,32") == [1, 8, 32]
+    assert cli.parse_concurrency("1, 8,32") == [1, 8, 32]
     with pytest.raises(argparse.ArgumentTypeError):
-        st.parse_concurrency("0,8")
+        cli.parse_concurrency("0,8")

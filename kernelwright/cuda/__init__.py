@@ -5,7 +5,8 @@
 - `nvrtc`, `nvrtc_cache`: NVRTC compiles on any machine, in memory or cached on disk by content.
 - `static_checks`: AST checks of a candidate (a real kernel, no fallback, no patching).
 - `torch_calls`: PyTorch compute called from a candidate's C++/CUDA host code.
-- `split_build`, `pch`: how a candidate's `load_inline` extension is built fast on a GPU host.
+- `split_build` (with `split_syntax`, `split_analysis`, `split_codegen`), `pch`: how a candidate's
+  `load_inline` extension is built fast on a GPU host.
 - `compile_check` (with `candidate_sources`, `include_policy`, `compile_stages`, `compile_workers`,
   `nvrtc_worker`, `host_compile`, `host_shims`, `compile_log`, `compile_result`, `source_views`):
   the compile check of a generated candidate, as the kernel server runs it: NVRTC for the device

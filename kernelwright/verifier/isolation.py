@@ -113,7 +113,7 @@ def own_launches_skipped() -> Iterator[int]:
     the candidate was split (a kernel built as written would still run)."""
     import ctypes
 
-    from kernelwright.cuda.split_build import SKIP_FLAG
+    from kernelwright.cuda.split_codegen import SKIP_FLAG
 
     flags = []
     if BUILD_PATHS and all(p == "split" for p in BUILD_PATHS):

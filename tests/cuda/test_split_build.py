@@ -1,4 +1,4 @@
-"""Split build: device TU without torch headers + host code for the C++ side (split_build.py)."""
+"""Split build: device TU without torch headers + host code for the C++ side (split_codegen.py, split_build.py)."""
 # ruff: noqa: E501  (expected C++ texts are kept line for line)
 
 from __future__ import annotations
@@ -12,14 +12,9 @@ from typing import Any
 
 import pytest
 
-from kernelwright.cuda import split_build
-from kernelwright.cuda.split_build import (
-    capture_load_inline,
-    split_arguments,
-    split_reason,
-    split_sources,
-    try_split_build,
-)
+from kernelwright.cuda import split_codegen
+from kernelwright.cuda.split_build import capture_load_inline, split_arguments, split_load_inline, try_split_build
+from kernelwright.cuda.split_codegen import split_reason, split_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 NVCC = shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc", "/usr/local/cuda-13.0/bin/nvcc")
@@ -104,9 +99,9 @@ def test_split_of_a_small_source() -> None:
     split = split_sources(CU)
     assert split is not None
     assert split.kernels == ("square_kernel", "fill_kernel")
-    assert split.device.startswith(split_build.DEVICE_PRELUDE)
-    assert _lines(split.device[len(split_build.DEVICE_PRELUDE):]) == _lines(DEVICE_BODY)
-    assert _lines(split.host) == _lines(split_build.HOST_PRELUDE) + _lines(HOST_BODY)
+    assert split.device.startswith(split_codegen.DEVICE_PRELUDE)
+    assert _lines(split.device[len(split_codegen.DEVICE_PRELUDE):]) == _lines(DEVICE_BODY)
+    assert _lines(split.host) == _lines(split_codegen.HOST_PRELUDE) + _lines(HOST_BODY)
     assert "torch" not in split.device and "ATen" not in split.device
     assert "<<<" not in split.host
 
@@ -239,7 +234,7 @@ def test_try_split_build_calls_load_inline_split_and_falls_back(tmp_path: Path) 
             raise RuntimeError("link error")
         return ("as written", cuda_sources)
 
-    assert split_build.split_load_inline(split_fails)("ext", "", CU) == ("as written", CU)
+    assert split_load_inline(split_fails)("ext", "", CU) == ("as written", CU)
 
 
 def test_verify_config_split_build_reaches_the_worker_spec() -> None:

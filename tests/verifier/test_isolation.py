@@ -39,7 +39,7 @@ def _flag_library(tmp_path: Path, name: str) -> str:
     import shutil
     import subprocess
 
-    from kernelwright.cuda.split_build import SKIP_FLAG
+    from kernelwright.cuda.split_codegen import SKIP_FLAG
 
     if shutil.which("cc") is None:
         pytest.skip("no C compiler on this machine")

@@ -3,6 +3,7 @@
     kernelwright serve                                        # models:/kernelwright-coder@champion
     kernelwright serve --model .kernelwright/train/final --port 8080
     KERNELWRIGHT_API_KEYS=k1,k2 kernelwright serve --host 0.0.0.0
+    kernelwright serve --backend openai --backend_url http://127.0.0.1:8001   # generation by vLLM & co.
 
 A model that cannot be resolved (no store, neither @champion nor @candidate, no checkpoint at a
 path) ends the command with exit status 2 before the port is opened; the weights then load in the
@@ -26,6 +27,11 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 def preflight(cfg: ServeConfig) -> str:
     """What will be served, in words; a UsageError when it cannot be."""
+    if cfg.backend == "openai":
+        from kernelwright.serving.openai_backend import EngineSettings
+
+        settings = EngineSettings.from_config(cfg)
+        return f"{settings.model or 'the model'} of the OpenAI-compatible engine at {settings.where}"
     if cfg.backend.startswith("scripted:"):
         path = cfg.backend.removeprefix("scripted:")
         return f"scripted backend ({len(ScriptedBackend.from_file(Path(path)).texts)} texts from {path})"

@@ -1,20 +1,22 @@
 """`create_app(cfg)`: the Litestar application of `kernelwright serve`.
 
-The lifespan starts loading the model off the event loop and returns at once, so `/healthz`
-answers while the weights load and `/readyz` (and every /v1 route) answers 503 until they are
-in; a load that fails keeps `/readyz` at 503 with the reason. Once loaded, the registry alias is
-polled (reload.py) and a version it moves to replaces the served one without a restart. At
-shutdown the app drains the requests in flight, then closes the served backend (which stops the
-continuous-batching engine).
+The lifespan starts loading the model off the event loop (with the openai backend: waiting for
+the engine to answer) and returns at once, so `/healthz` answers while the weights load and
+`/readyz` (and every /v1 route) answers 503 until they are in; a load that fails keeps `/readyz`
+at 503 with the reason. Once loaded, the registry alias is polled (reload.py) and a version it
+moves to replaces the served one without a restart. At shutdown the app drains the requests in
+flight, then closes the served backend (which stops the continuous-batching engine).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from litestar import Litestar
 from litestar.datastructures import State
@@ -40,7 +42,8 @@ log = logging.getLogger(__name__)
 
 async def _load(state: State, loader: Loader) -> None:
     try:
-        state.served = Served(*await asyncio.to_thread(loader))
+        loaded: Any = await loader() if inspect.iscoroutinefunction(loader) else await asyncio.to_thread(loader)
+        state.served = Served(*loaded)
         state.ready = True
     except Exception as exc:  # the reason is kept for /readyz; the process stays up for health checks
         state.load_error = str(exc) or type(exc).__name__

@@ -5,7 +5,8 @@ and answers completions with token counts; `stream` yields text deltas and then 
 `Completion`. `check_sampling` refuses, before any work, a setting the backend cannot honour
 (`SamplingRefused`: a 400 naming the field), so that nothing a client asks for is silently
 ignored; `close` lets go of what the backend started (at shutdown). The `hf` backend wraps a
-loaded transformers model: continuous batching (batching.py) or one request at a time (hf.py).
+loaded transformers model: continuous batching (batching.py) or one request at a time (hf.py); the
+`openai` backend (openai_backend.py) asks a remote OpenAI-compatible engine.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ class PromptTooLong(ValueError):
 
 class EngineBusy(RuntimeError):
     """The backend takes no new work for now (its engine is stopping): the client's to retry (503)."""
+
+
+class EngineError(RuntimeError):
+    """A remote engine failed: it answered an error or something unreadable (502), or too late (504)."""
+
+    def __init__(self, message: str, status: int = 502) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class SamplingRefused(ValueError):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
-from kernelwright.workdir import TRACKING_URI_HELP
+from kernelwright.workdir import TRACKING_URI_HELP, redacted
 
 DEFAULT_MODEL = "models:/kernelwright-coder@champion"
 KEYS_ENV = "KERNELWRIGHT_API_KEYS"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass
@@ -22,8 +25,28 @@ class ServeConfig:
         "help": "Interface to listen on. Loopback by default; 0.0.0.0 exposes the server (set api_keys)."})
     port: int = field(default=8000, metadata={"help": "TCP port."})
     backend: str = field(default="hf", metadata={
-        "help": "Generation backend: hf (transformers on the loaded model; see batching) or scripted:FILE.json "
-                "(a test/demo backend answering the JSON list of texts in order, no model loaded)."})
+        "help": "Generation backend: hf (transformers on the loaded model; see batching), openai (a remote "
+                "OpenAI-compatible engine at backend_url: vLLM, SGLang, TGI, transformers serve; --model is unused) "
+                "or scripted:FILE.json (a test/demo backend answering the JSON list of texts in order, no model "
+                "loaded)."})
+    backend_url: str | None = field(default=None, metadata={
+        "help": "Base URL of the engine the openai backend generates with, http(s)://HOST:PORT (a trailing /v1 is "
+                "optional). Needed with --backend openai; None otherwise."})
+    backend_model: str | None = field(default=None, metadata={
+        "help": "Model id the openai backend asks the engine for (one its /v1/models lists); responses name it. "
+                "None: the one model the engine lists (several listed: name one)."})
+    backend_api_key_env: str | None = field(default=None, metadata={
+        "help": "Name of the environment variable holding the bearer key the engine wants (the key itself is "
+                "never a flag and never logged). None: no key is sent."})
+    backend_timeout_s: float = field(default=300.0, metadata={
+        "help": "Seconds the engine may take to answer one candidate, or stay silent between two streamed chunks; "
+                "longer answers 504. 0: no limit."})
+    backend_connect_timeout_s: float = field(default=10.0, metadata={
+        "help": "Seconds to open a connection to the engine; an engine not reached in time answers 503. 0: no "
+                "limit."})
+    backend_startup_s: float = field(default=120.0, metadata={
+        "help": "At start-up, seconds to keep asking the engine's /v1/models (about every second) before /readyz "
+                "reports failed; the server is ready once the engine answered. 0: ask once."})
     batching: str = field(default="continuous", metadata={
         "help": "How the hf backend shares the model between requests. continuous: transformers' continuous "
                 "batching (the tokens of every request in flight share each forward pass; per-request temperature "
@@ -126,8 +149,26 @@ class ServeConfig:
                              "(transformers' sizing) or more")
         if self.cb_page_size < 4:
             raise ValueError("cb_page_size must be 4 or more")
-        if self.backend != "hf" and not self.backend.startswith("scripted:"):
-            raise ValueError(f"backend must be hf or scripted:FILE.json, not {self.backend!r}")
+        if self.backend not in ("hf", "openai") and not self.backend.startswith("scripted:"):
+            raise ValueError(f"backend must be hf, openai or scripted:FILE.json, not {self.backend!r}")
+        self._check_engine()
+
+    def _check_engine(self) -> None:
+        """The openai backend's fields (the key's variable is read when the server starts)."""
+        if self.backend == "openai" and not self.backend_url:
+            raise ValueError("--backend openai needs --backend_url http://HOST:PORT (the engine's address)")
+        if self.backend_url is not None:
+            parts = urlsplit(self.backend_url)
+            if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+                raise ValueError("backend_url must be http://HOST:PORT or https://HOST[:PORT][/PATH], "
+                                 f"not {redacted(self.backend_url)!r}")
+        if self.backend_api_key_env is not None and not _ENV_NAME.match(self.backend_api_key_env):
+            raise ValueError("backend_api_key_env must be the name of an environment variable (letters, digits, "
+                             "underscores), not the key itself")
+        if min(self.backend_timeout_s, self.backend_connect_timeout_s, self.backend_startup_s) < 0:
+            raise ValueError("backend_timeout_s, backend_connect_timeout_s and backend_startup_s must be 0 or more")
+        if self.backend_model is not None and not self.backend_model.strip():
+            raise ValueError("backend_model must name a model, or be left out")
 
     def keys(self) -> frozenset[str]:
         """The accepted API keys: the configured ones and those in the environment."""

@@ -26,7 +26,7 @@ from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from kernelwright.serving import metrics
-from kernelwright.serving.backend import EngineBusy, PromptTooLong, SamplingRefused
+from kernelwright.serving.backend import EngineBusy, EngineError, PromptTooLong, SamplingRefused
 from kernelwright.serving.reload import version_label
 
 log = logging.getLogger(__name__)
@@ -140,5 +140,8 @@ def server_error(request: Request[Any, Any, Any], exc: Exception) -> Response[An
     if isinstance(exc, EngineBusy):
         retry = str(request.app.state.cfg.retry_after_s)
         return Response(error_body(503, str(exc)), status_code=503, headers={"Retry-After": retry})
+    if isinstance(exc, EngineError):  # the engine's fault, said in one line (no traceback: nothing here to debug)
+        log.warning("request %s %s: %s", request.method, request.url.path, exc)
+        return Response(error_body(exc.status, str(exc)), status_code=exc.status)
     log.error("request %s %s failed: %s", request.method, request.url.path, type(exc).__name__, exc_info=exc)
     return Response(error_body(500, "internal error: see the server log"), status_code=500)

@@ -7,7 +7,7 @@ usage error. The resolved version, alias and training run id are what responses 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,8 @@ from kernelwright.serving.reload import Reloader
 from kernelwright.serving.schemas import ModelInfo
 
 log = logging.getLogger(__name__)
-Loader = Callable[[], tuple[ServingBackend, ModelInfo]]
+# run off the event loop (a model load), or awaited on it (the openai backend waiting for its engine)
+Loader = Callable[[], tuple[ServingBackend, ModelInfo]] | Callable[[], Awaitable[tuple[ServingBackend, ModelInfo]]]
 FALLBACK = {"champion": "candidate"}
 
 
@@ -78,7 +79,11 @@ def resolve_model(model: str) -> tuple[ModelRef, ModelInfo]:
 
 
 def default_loader(cfg: ServeConfig) -> Loader:
-    """What `cfg.backend` names, as a loader to run off the event loop."""
+    """What `cfg.backend` names, as a loader (a coroutine function for the openai backend)."""
+    if cfg.backend == "openai":
+        from kernelwright.serving.openai_startup import engine_loader
+
+        return engine_loader(cfg)
     if cfg.backend.startswith("scripted:"):
         path = Path(cfg.backend.removeprefix("scripted:"))
         return lambda: (ScriptedBackend.from_file(path), ModelInfo(name="scripted", version="0"))

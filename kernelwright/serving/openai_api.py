@@ -4,6 +4,8 @@ Non-streaming answers are one JSON object; `stream: true` answers Server-Sent Ev
 `data:` chunk per text delta (the choices of a request are generated together, their chunks
 interleaved as they come), a last chunk per choice carrying `finish_reason` and the extra
 `kernelwright` field, then `data: [DONE]`. Parameters this server cannot honour answer 400.
+The status line of a stream waits for its first piece, so a backend that fails at once (a remote
+engine down or refusing a setting) answers its own status, not a 200 holding only an error event.
 """
 
 from __future__ import annotations
@@ -19,7 +21,16 @@ import msgspec
 
 from kernelwright.prompting import extract_code
 from kernelwright.serving import compiling, metrics
-from kernelwright.serving.backend import Completion, Prompt, PromptTooLong, Sampling, SamplingRefused, ServingBackend
+from kernelwright.serving.backend import (
+    Completion,
+    EngineBusy,
+    EngineError,
+    Prompt,
+    PromptTooLong,
+    Sampling,
+    SamplingRefused,
+    ServingBackend,
+)
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.kernels import bad_field, check_limit
 from kernelwright.serving.schemas import (
@@ -121,61 +132,86 @@ class _Chunks:
         return msgspec.json.encode(body).decode()
 
 
+class _Choices:
+    """The choices of a streamed request, generated at once; their pieces come through one queue."""
+
+    def __init__(self, req: OpenAIRequest, backend: ServingBackend, sampling: Sampling) -> None:
+        self.held: list[tuple[int, str | Completion | Exception]] = []
+        self.pieces: asyncio.Queue[tuple[int, str | Completion | Exception]] = asyncio.Queue()
+        self.tasks = [asyncio.create_task(self._one(backend, prompt_of(req), sampling, i)) for i in range(req.n)]
+
+    async def _one(self, backend: ServingBackend, prompt: Prompt, sampling: Sampling, index: int) -> None:
+        try:
+            async for piece in backend.stream(prompt, sampling):
+                self.pieces.put_nowait((index, piece))
+        except Exception as exc:  # handed to the consumer, which ends the stream with it
+            self.pieces.put_nowait((index, exc))
+
+    async def started(self) -> None:
+        """Wait for the first piece: a backend that fails at once (its engine down) fails before any byte is sent."""
+        try:
+            self.held.append(await self.pieces.get())
+            if isinstance(self.held[0][1], Exception):
+                raise self.held[0][1]
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def get(self) -> tuple[int, str | Completion | Exception]:
+        return self.held.pop() if self.held else await self.pieces.get()
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()  # a client gone (or a failed choice) ends the other choices' generation too
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
 async def stream(req: OpenAIRequest, backend: ServingBackend, cfg: ServeConfig,
                  model_id: str) -> AsyncIterator[str]:
-    """The SSE `data:` payloads of a streamed answer (validated first, before any byte is sent).
+    """The SSE `data:` payloads of a streamed answer (validated, and its first piece made, before any byte is sent).
 
     The request's choices are generated at once; each delta is sent as it comes, and each choice's
     last chunk (with its compile result) as soon as that choice is done."""
     sampling = sampling_of(req, cfg)
     backend.check_sampling(sampling)
     chunks = _Chunks(req, model_id)
+    choices = _Choices(req, backend, sampling)
+    await choices.started()
 
     async def events() -> AsyncIterator[str]:
         try:
-            async for event in _events(req, backend, cfg, sampling, chunks):
+            async for event in _events(req, cfg, choices, chunks):
                 yield event
         except Exception as exc:  # the status line is sent: the error goes in the stream, OpenAI-style
             client = isinstance(exc, PromptTooLong | SamplingRefused)
-            if not client:
+            engine = isinstance(exc, EngineBusy | EngineError)
+            if engine:
+                log.warning("stream failed: %s", exc)
+            elif not client:
                 log.error("stream failed: %s", type(exc).__name__, exc_info=exc)
-            message = str(exc) if client else "internal error: see the server log"
+            message = str(exc) if client or engine else "internal error: see the server log"
             kind = "invalid_request_error" if client else "server_error"
             yield msgspec.json.encode({"error": {"message": message, "type": kind}}).decode()
+        finally:
+            await choices.stop()
 
     return events()
 
 
-async def _events(req: OpenAIRequest, backend: ServingBackend, cfg: ServeConfig, sampling: Sampling,
-                  chunks: _Chunks) -> AsyncIterator[str]:
-    pieces: asyncio.Queue[tuple[int, str | Completion | Exception]] = asyncio.Queue()
-
-    async def one(index: int) -> None:
-        try:
-            async for piece in backend.stream(prompt_of(req), sampling):
-                pieces.put_nowait((index, piece))
-        except Exception as exc:  # handed to the consumer, which ends the stream with it
-            pieces.put_nowait((index, exc))
-
+async def _events(req: OpenAIRequest, cfg: ServeConfig, choices: _Choices, chunks: _Chunks) -> AsyncIterator[str]:
     for index in range(req.n):
         if (first := chunks.first(index)) is not None:
             yield first
-    tasks = [asyncio.create_task(one(index)) for index in range(req.n)]
     done: dict[int, Completion] = {}
-    try:
-        while len(done) < req.n:
-            index, piece = await pieces.get()
-            if isinstance(piece, Exception):
-                raise piece
-            if isinstance(piece, Completion):
-                done[index] = piece
-                (extra,) = await extras([piece.text], req.compile_check, cfg)
-                yield chunks.chunk(index, None, piece.finish_reason, msgspec.to_builtins(extra))
-            else:
-                yield chunks.chunk(index, piece)
-    finally:
-        for task in tasks:
-            task.cancel()  # a client gone (or a failed choice) ends the other choices' generation too
-        await asyncio.gather(*tasks, return_exceptions=True)
+    while len(done) < req.n:
+        index, piece = await choices.get()
+        if isinstance(piece, Exception):
+            raise piece
+        if isinstance(piece, Completion):
+            done[index] = piece
+            (extra,) = await extras([piece.text], req.compile_check, cfg)
+            yield chunks.chunk(index, None, piece.finish_reason, msgspec.to_builtins(extra))
+        else:
+            yield chunks.chunk(index, piece)
     _usage([done[i] for i in range(req.n)])
     yield "[DONE]"

@@ -1,7 +1,8 @@
 """What the OpenAPI schema at /schema says beyond what Litestar infers from the handlers.
 
 - the bearer key the /v1 routes take (a security scheme);
-- the statuses every /v1 route may answer (401 without a key, 404 for another model, 413, 429, 503);
+- the statuses every /v1 route may answer (401 without a key, 404 for another model, 413, 429, 503;
+  with the openai backend, 502 and 504 when the remote engine fails or is too slow);
 - the streaming routes' two bodies: JSON, or Server-Sent Events with `stream: true`;
 - `/metrics` in the Prometheus text format.
 """
@@ -13,6 +14,7 @@ from typing import Any
 
 from litestar import Response, get
 from litestar.exceptions import (
+    HTTPException,
     NotAuthorizedException,
     NotFoundException,
     ServiceUnavailableException,
@@ -27,8 +29,22 @@ BEARER = "bearer"
 SECURITY: list[dict[str, list[str]]] = [{BEARER: []}]
 COMPONENTS = Components(security_schemes={BEARER: SecurityScheme(type="http", scheme="bearer",
                                                                    description="an API key of the server")})
+
+
+class BadGateway(HTTPException):
+    """The remote engine (openai backend) answered an error or something unreadable."""
+
+    status_code = 502
+
+
+class GatewayTimeout(HTTPException):
+    """The remote engine (openai backend) did not answer within backend_timeout_s."""
+
+    status_code = 504
+
+
 READ_ERRORS = [NotAuthorizedException, TooManyRequestsException, ServiceUnavailableException]
-WRITE_ERRORS = [*READ_ERRORS, NotFoundException, RequestEntityTooLarge]
+WRITE_ERRORS = [*READ_ERRORS, NotFoundException, RequestEntityTooLarge, BadGateway, GatewayTimeout]
 
 
 # one event of the stream (before OpenAPI 3.2 the schema of an event-stream describes each event)

@@ -55,12 +55,19 @@ class CancelOnDisconnect(ASGIMiddleware):
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         listener = _Listener(receive)
-        app = asyncio.ensure_future(next_app(scope, listener.app_receive, send))
+        answered = asyncio.Event()  # the last body chunk went out: a disconnect now is the client done
+
+        async def tracked(message: Message) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                answered.set()
+
+        app = asyncio.ensure_future(next_app(scope, listener.app_receive, tracked))
         listen = asyncio.ensure_future(listener.listen())
         try:
             await asyncio.wait({app, listener.gone}, return_when=asyncio.FIRST_COMPLETED)
-            if app.done():
-                return app.result()
+            if app.done() or answered.is_set():
+                return await app
             app.cancel()
             metrics.CANCELLED.inc()
             log.info("%s %s cancelled: the client went away", scope.get("method"), scope.get("path"))

@@ -108,3 +108,37 @@ def test_a_cancelled_hf_generation_frees_the_worker(tiny_model_dir: Path) -> Non
         return time.monotonic() - cancelled
 
     assert asyncio.run(scenario()) < 1.0
+
+
+def test_a_client_that_leaves_after_its_whole_answer_is_no_cancellation() -> None:
+    """A stream's client closes once the last chunk is out, while the handler still tidies up."""
+    from kernelwright.serving import metrics
+    from kernelwright.serving.lifecycle import CancelOnDisconnect
+
+    tidied: list[bool] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"done", "more_body": False})
+        await asyncio.sleep(0.05)  # after the answer: the client is gone by now
+        tidied.append(True)
+
+    async def main() -> list[dict[str, Any]]:
+        messages = iter([{"type": "http.request", "body": b"", "more_body": False}, {"type": "http.disconnect"}])
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return next(messages)
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await CancelOnDisconnect().handle({"type": "http", "method": "GET", "path": "/x"},
+                                                 receive, send, app)  # type: ignore[arg-type]
+        return sent
+
+    before = metrics.CANCELLED._value.get()
+    sent = asyncio.run(main())
+    assert tidied == [True] and sent[-1]["body"] == b"done"
+    assert metrics.CANCELLED._value.get() == before

@@ -211,7 +211,10 @@ def _mlflow_server(argv: Sequence[str]) -> int:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
         raise KernelwrightError(f"`mlflow db upgrade {store}` failed: {redacted(last)}")
     console.print(f"MLflow UI on http://{cfg.host}:{cfg.port} (store {store}, schema up to date)")
-    return subprocess.call(server)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(server[0], server)  # the server in this process: a supervisor's SIGTERM reaches it, not an orphan
+    return 0  # not reached
 
 
 def _retrain(argv: Sequence[str]) -> int:

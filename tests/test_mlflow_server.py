@@ -3,8 +3,10 @@ tested with a retrain on that store, tests/retrain/test_postgresql_store.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -59,7 +61,7 @@ def test_the_server_starts_over_the_work_folder_and_answers(tmp_path: Path) -> N
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     cmd = [sys.executable, "-m", "kernelwright.cli", "mlflow-server", "--workdir", str(tmp_path), "--port", str(port),
            "--workers", "1"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -73,6 +75,22 @@ def test_the_server_starts_over_the_work_folder_and_answers(tmp_path: Path) -> N
                 time.sleep(0.5)
         assert [e["name"] for e in body["experiments"]] == ["Default"]
         assert (tmp_path / "mlflow.db").is_file()  # created by `mlflow db upgrade` before serving
+        proc.terminate()  # the server itself (kernelwright execs it): nothing of it outlives SIGTERM
+        proc.wait(timeout=60)
+        assert not _group_alive(proc.pid)
     finally:
-        proc.terminate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs (after a grace period for its workers)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        time.sleep(0.5)
+    return True

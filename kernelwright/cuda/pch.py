@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 WAIT_S = 120.0  # a worker waits this long for the parent's build (it takes ~20-50 s), then goes without
 BUILD = ("import torch.utils.cpp_extension as ext; "
@@ -43,6 +43,25 @@ def build_header(timeout_s: float) -> bool:
     except subprocess.TimeoutExpired:
         return False
     return done.returncode == 0
+
+
+def _build_under_lock(fh: IO[str], timeout_s: float, name: str) -> threading.Thread:
+    """A started thread that builds the header, writes "ok" or "failed" into the lock file `fh`
+    (held exclusively by the caller) and then releases the lock."""
+
+    def build() -> None:
+        try:
+            ok = build_header(timeout_s)
+            fh.seek(0)
+            fh.truncate()
+            fh.write("ok" if ok else "failed")
+            fh.flush()
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+    thread = threading.Thread(target=build, name=name, daemon=True)
+    thread.start()
+    return thread
 
 
 @contextlib.contextmanager
@@ -59,15 +78,7 @@ def header_built_alongside(timeout_s: float, enabled: bool = True) -> Iterator[s
     fh = open(path, "r+")  # noqa: SIM115 - the lock is held across the thread's life
     fcntl.flock(fh, fcntl.LOCK_EX)  # taken before any worker starts
 
-    def build() -> None:
-        try:
-            fh.write("ok" if build_header(timeout_s) else "failed")
-            fh.flush()
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-    thread = threading.Thread(target=build, name="kw-pch", daemon=True)
-    thread.start()
+    thread = _build_under_lock(fh, timeout_s, "kw-pch")
     try:
         yield path
     finally:
@@ -108,19 +119,7 @@ def header_built_on_node(timeout_s: float, enabled: bool = True) -> Iterator[str
         if fh.read().strip() == "ok":
             fcntl.flock(fh, fcntl.LOCK_UN)
         else:  # never built here, or the last build failed: build it (again)
-
-            def build() -> None:
-                try:
-                    ok = build_header(timeout_s)
-                    fh.seek(0)
-                    fh.truncate()
-                    fh.write("ok" if ok else "failed")
-                    fh.flush()
-                finally:
-                    fcntl.flock(fh, fcntl.LOCK_UN)
-
-            thread = threading.Thread(target=build, name="kw-pch-node", daemon=True)
-            thread.start()
+            thread = _build_under_lock(fh, timeout_s, "kw-pch-node")
     try:
         yield str(path)
     finally:

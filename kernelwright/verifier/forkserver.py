@@ -38,6 +38,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelwright.verifier.sandbox import die_with_parent
+
 KINDS = {"judge": "kernelwright.verifier.judge", "runner": "kernelwright.verifier.runner"}
 # torch only, not its lazily imported parts (torch._dynamo): importing those can touch the CUDA
 # driver, which a forked child then cannot start again
@@ -294,9 +296,7 @@ def _child(req: dict, fds: list[int]) -> None:
             os.setgroups([])
             os.setgid(gid)
             os.setuid(uid)
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG (a uid change clears it)
+        die_with_parent()  # after the change of user, which clears it
         sys.dont_write_bytecode = True
         module = sys.modules[KINDS[str(req["kind"])]]
         argv = [str(a) for a in req["argv"]]
@@ -316,10 +316,9 @@ def _child(req: dict, fds: list[int]) -> None:
 
 def serve(path: str, owner: int) -> None:
     """The server's loop (in its own process): fork on request until the owner is gone."""
-    import ctypes
     import importlib
 
-    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG: dies with its owner
+    die_with_parent()  # the server dies with its owner
     for name in PRELOAD:
         importlib.import_module(name)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)

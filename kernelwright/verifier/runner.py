@@ -46,7 +46,7 @@ from kernelwright.verifier.isolation import (
     thread_count,
 )
 from kernelwright.verifier.profiling import custom_share, profiler_started_alongside
-from kernelwright.verifier.sandbox import confine
+from kernelwright.verifier.sandbox import confine, die_with_parent
 from kernelwright.verifier.timer import Timer
 from kernelwright.verifier.timing import TimingSettings, draw_on_device, fresh_sets, median_ms
 
@@ -239,18 +239,10 @@ def serve(runner: Runner) -> None:
             break
 
 
-def _die_with_parent() -> None:
-    """SIGKILL when the judge dies (the judge kills the runner itself otherwise)."""
-    import ctypes
-    import signal
-
-    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
 def main(argv: list[str]) -> None:
     settings = json.loads(Path(argv[0]).read_text())
     end = RunnerEnd()
-    _die_with_parent()
+    die_with_parent()  # SIGKILL when its parent (the judge, or the fork server) dies
     scratch = Path(settings["scratch"])
     os.chdir(scratch)
     import torch

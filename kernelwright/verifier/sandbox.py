@@ -85,6 +85,13 @@ def _can_run_as(uid: int, gid: int) -> bool:
     return done.returncode == 0
 
 
+def die_with_parent() -> None:
+    """SIGKILL this process when its parent ends (PR_SET_PDEATHSIG; a change of user clears it)."""
+    import signal
+
+    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+
+
 def scratch_parent() -> str | None:
     """Where scratch folders go: /dev/shm (memory: the outputs the runner hands over are written
     and read there) where it is a writable folder, else the system's temporary folder."""

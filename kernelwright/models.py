@@ -3,7 +3,7 @@
     .venv/bin/python -m kernelwright.models   # pretrains (or reuses) ./.kernelwright/base-model
 
 What the embedded defaults train on a CPU is the pretrained tiny base of `kernelwright.base_model`
-(`kernelwright base-model pretrain`: a byte-level BPE tokenizer and a Llama-shaped model trained
+(`kernelwright base-model pretrain`: a byte-level BPE tokenizer and an LFM2-shaped model trained
 with the next-token loss on the code of the installed packages). `build_tiny_model` makes a
 small Qwen2 model of about that size with random weights and a tokenizer trained on the given
 texts (the seed corpus in the tests): seconds to build, with p_t about 1/vocab everywhere.
@@ -61,10 +61,13 @@ class TinyModelSpec:
     seed: int = 0
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer (GPT-2 style pre-tokenisation) with ChatML special tokens."""
+def train_tokenizer(texts: Iterable[str], vocab_size: int, split_newlines: bool = False) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer (GPT-2 style pre-tokenisation) with ChatML special tokens.
+    `split_newlines`: every newline is a token of its own (never merged with the next line's indentation)."""
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split("\n", behavior="isolated"), byte_level]) if split_newlines else byte_level
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(

@@ -3,17 +3,22 @@
     .venv/bin/kernelwright base-model pretrain --size tiny      # pretrains on it
     .venv/bin/python -m kernelwright.base_model.corpus           # what it would read: sources, sizes, digest
 
-Sources, those that are installed: torch's C++/CUDA headers (`torch/include`), the CUDA runtime
-headers of the `nvidia-cuda-runtime` wheel, CuPy's kernels and headers, and the Python standard
-library (`--source DIR` replaces them). Never the seed corpus (its completions are the SFT data)
-nor the evaluation suite: they, and any `--decontaminate-against` folder, make the exclusion
-index of `kernelwright.decontaminate`, and a document that shares more than `min_share` of any
-of their n-grams (0: any one n-gram) is left out.
+Sources, those that are installed, chosen to look like what CuSeT scores (torch extensions: CUDA
+kernels, C++ host code that checks tensors, a Python module around them): `torch-cuda`, the files
+of torch's C++/CUDA headers (`torch/include`) with device code (`__global__`/`__device__`);
+`torch-cpp`, the other ones that check tensors (`TORCH_CHECK`); `cuda-runtime`, the headers of the
+`nvidia-cuda-runtime` wheel with device code; CuPy's kernels and headers; and `torch-nn`, the
+Python of `torch.nn` (modules with `__init__` and `forward`). The generated operator declarations
+(`ATen/ops`, three quarters of torch's headers) are left out. `--source DIR` replaces them all.
+Never the seed corpus (its completions are the SFT data) nor the evaluation suite: they, and any
+`--decontaminate-against` folder, make the exclusion index of `kernelwright.decontaminate`, and a
+document that shares more than `min_share` of any of their n-grams (0: any one n-gram) is left out.
 
 Documents are taken from the sources in turn (the source with the fewest characters taken so far
-goes next; within a source, files in a seeded shuffle) until `max_chars` is reached. The digest
-covers every candidate document's path and text, the exclusion files and the selection settings:
-the same digest means the same pretraining text, computed without decontaminating again.
+goes next; within a source, files in a seeded shuffle; a file two sources hold is taken once)
+until `max_chars` is reached. The digest covers every candidate document's path and text, the
+exclusion files and the selection settings: the same digest means the same pretraining text,
+computed without decontaminating again.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import hashlib
 import importlib.util
 import os
 import random
-import sysconfig
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -34,7 +39,9 @@ from kernelwright.errors import UsageError
 
 C_SUFFIXES = frozenset({".h", ".hpp", ".cuh", ".cu", ".inl", ".cpp", ".cc"})
 PY_SUFFIXES = frozenset({".py"})
-STDLIB_SKIP = frozenset({"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__", "_bundled"})
+SKIP = frozenset({"__pycache__"})
+TORCH_SKIP = frozenset({"__pycache__", "ops"})  # ATen/ops: generated operator declarations
+DEVICE_CODE = r"__global__|__device__"
 
 
 @dataclass(frozen=True)
@@ -42,15 +49,25 @@ class Source:
     name: str
     root: Path
     suffixes: frozenset[str]
-    skip_dirs: frozenset[str] = frozenset({"__pycache__"})
+    skip_dirs: frozenset[str] = SKIP
+    contains: str = ""  # a regular expression a file's text must match ("": any file)
 
     def files(self) -> list[Path]:
-        """Every file of the source with one of its suffixes, outside skipped folders, in path order."""
+        """Every file of the source with one of its suffixes, outside skipped folders, in path order
+        (with `contains`, only those whose text matches it)."""
         out = []
         for top, dirs, names in os.walk(self.root):
             dirs[:] = [d for d in dirs if d not in self.skip_dirs]
             out += [Path(top, n) for n in names if os.path.splitext(n)[1] in self.suffixes]
-        return sorted(out)
+        return sorted(p for p in out if self._matches(p))
+
+    def _matches(self, path: Path) -> bool:
+        if not self.contains:
+            return True
+        try:
+            return re.search(self.contains, path.read_text(encoding="utf-8", errors="replace")) is not None
+        except OSError:
+            return False
 
 
 def _package_dir(name: str) -> Path | None:
@@ -64,15 +81,17 @@ def installed_sources() -> list[Source]:
     found: list[Source] = []
     torch_dir = _package_dir("torch")
     if torch_dir and (torch_dir / "include").is_dir():
-        found.append(Source("torch-include", torch_dir / "include", C_SUFFIXES))
+        found.append(Source("torch-cuda", torch_dir / "include", C_SUFFIXES, TORCH_SKIP, DEVICE_CODE))
+        found.append(Source("torch-cpp", torch_dir / "include", C_SUFFIXES, TORCH_SKIP, r"TORCH_CHECK"))
     nvidia = _package_dir("nvidia")
     headers = sorted(nvidia.glob("*/include/cuda_runtime.h")) if nvidia else []
     if headers:
-        found.append(Source("cuda-runtime", headers[0].parent, C_SUFFIXES))
+        found.append(Source("cuda-runtime", headers[0].parent, C_SUFFIXES, contains=DEVICE_CODE))
     cupy = _package_dir("cupy")
     if cupy:
         found.append(Source("cupy", cupy, C_SUFFIXES))
-    found.append(Source("python-stdlib", Path(sysconfig.get_paths()["stdlib"]), PY_SUFFIXES, STDLIB_SKIP))
+    if torch_dir and (torch_dir / "nn").is_dir():
+        found.append(Source("torch-nn", torch_dir / "nn", PY_SUFFIXES))
     return found
 
 
@@ -129,18 +148,21 @@ def _read(path: Path, max_doc_chars: int) -> str | None:
     return text if text.strip() and len(text) <= max_doc_chars else None
 
 
-def _documents(source: Source, sel: Selection) -> Iterator[Document]:
+def _documents(source: Source, sel: Selection, seen: set[Path]) -> Iterator[Document]:
     files = source.files()
     random.Random(f"{sel.seed}:{source.name}").shuffle(files)
     for path in files:
-        text = _read(path, sel.max_doc_chars)
+        text = None if path in seen else _read(path, sel.max_doc_chars)
         if text is not None:
+            seen.add(path)
             yield Document(source.name, path.relative_to(source.root).as_posix(), text)
 
 
 def candidates(sources: Sequence[Source], sel: Selection) -> list[Document]:
-    """Documents from the sources in turn, the least-taken source first, up to `sel.max_chars`."""
-    streams = {s.name: _documents(s, sel) for s in sources}
+    """Documents from the sources in turn, the least-taken source first, up to `sel.max_chars`; a file
+    that two sources hold is taken once."""
+    seen: set[Path] = set()
+    streams = {s.name: _documents(s, sel, seen) for s in sources}
     taken = dict.fromkeys(streams, 0)
     out: list[Document] = []
     total = 0

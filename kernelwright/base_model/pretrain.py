@@ -1,17 +1,18 @@
 """`kernelwright base-model pretrain`: a code-pretrained base model, built here from installed code.
 
-    kernelwright base-model pretrain                         # tiny (~0.6M params), 2.5 min on 2 CPU cores
+    kernelwright base-model pretrain                         # tiny (~0.4M params), 3 min on 2 CPU cores
     kernelwright base-model pretrain --size small --out /models/kw-base-small     # ~90M params, for a GPU
     kernelwright base-model pretrain --size micro --source DIR --max-steps 20      # seconds: smoke tests
 
-Trains a byte-level BPE tokenizer and a Llama-shaped causal LM with the plain next-token loss on
-the code of the installed packages (`corpus`), decontaminated against the seed corpus and the
-evaluation suite. The result is an ordinary HF checkpoint folder (`--out`, default
-`<workdir>/base-model`) with `kernelwright.json` (corpus digest, config, figures), logged to an
-MLflow run `base-model` and registered as `kernelwright-base`. A folder whose corpus digest and
-config match is reused as it is (`--force` builds again). Interrupted, it resumes from the
-checkpoint beside the output folder (`.<out>.pretrain/`) on the next run of the same command.
-With no `--base-model`, curate, train and pipeline use the tiny base (`ensure_default_base`).
+Trains a byte-level BPE tokenizer and a causal LM of LFM2's shape (gated short-convolution layers
+below attention layers) with the plain next-token loss on the code of the installed packages
+(`corpus`), decontaminated against the seed corpus and the evaluation suite. The result is an
+ordinary HF checkpoint folder (`--out`, default `<workdir>/base-model`) with `kernelwright.json`
+(corpus digest, config, figures), logged to an MLflow run `base-model` and registered as
+`kernelwright-base`. A folder whose corpus digest and config match is reused as it is (`--force`
+builds again). Interrupted, it resumes from the checkpoint beside the output folder
+(`.<out>.pretrain/`) on the next run of the same command. With no `--base-model`, curate, train
+and pipeline use the tiny base (`ensure_default_base`).
 """
 
 from __future__ import annotations
@@ -41,9 +42,17 @@ from kernelwright.base_model.corpus import (
     folder_sources,
     plan_corpus,
 )
-from kernelwright.base_model.loop import LoopPlan, LoopState, OnStep, load_state, make_optimizer, train_loop
+from kernelwright.base_model.loop import (
+    LoopPlan,
+    LoopState,
+    OnStep,
+    bf16_fast,
+    load_state,
+    make_optimizer,
+    train_loop,
+)
 from kernelwright.base_model.perplexity import heldout_perplexity
-from kernelwright.base_model.tokenizer import packed_blocks, train_code_tokenizer
+from kernelwright.base_model.tokenizer import BlockSampler, encode_corpus, train_code_tokenizer
 from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
 from kernelwright.models import load_tokenizer
@@ -62,13 +71,13 @@ class Preset:
     vocab_size: int
     hidden_size: int
     intermediate_size: int
-    num_hidden_layers: int
+    layers: str  # one letter a layer, bottom up: c a gated short convolution, a attention
     num_attention_heads: int
     num_key_value_heads: int
     seq_len: int
     short_seq_len: int  # curriculum: sequences of this length first (0: none)
     short_share: float  # share of the schedule on short sequences
-    batch_size: int
+    batch_size: int  # sequences of short_seq_len (or seq_len) per step; the long phase keeps the tokens
     learning_rate: float
     minutes: float
     corpus_chars: int  # 0: every document of the sources
@@ -76,20 +85,21 @@ class Preset:
 
 
 SIZES = {
-    "micro": Preset(512, 32, 64, 1, 2, 1, 128, 0, 0.0, 4, 1e-2, 0.5, 300_000, 100_000),
-    "tiny": Preset(2048, 128, 352, 2, 4, 2, 2048, 256, 0.7, 1, 8e-3, 2.5, 4_000_000, 2_000_000),
-    "small": Preset(16384, 768, 2048, 12, 12, 4, 2048, 0, 0.0, 16, 6e-4, 25.0, 0, 20_000_000),
+    "micro": Preset(512, 32, 64, "ca", 2, 1, 128, 0, 0.0, 4, 1e-2, 0.5, 300_000, 100_000),
+    "tiny": Preset(416, 128, 352, "ca", 4, 2, 2048, 256, 0.7, 8, 3e-3, 3.0, 5_000_000, 2_000_000),
+    "small": Preset(16384, 768, 2048, "ccaccaccacca", 12, 4, 2048, 0, 0.0, 16, 6e-4, 25.0, 0, 20_000_000),
 }
+LAYER_TYPES = {"c": "conv", "a": "full_attention"}
 
 
 @dataclass
 class PretrainConfig:
     """Config of `kernelwright base-model pretrain`."""
 
-    size: str = field(default="tiny", metadata={"help": "micro (seconds, for tests), tiny (~0.6M params, a CPU) "
+    size: str = field(default="tiny", metadata={"help": "micro (seconds, for tests), tiny (~0.4M params, a CPU) "
                                                         "or small (~90M params, a GPU)."})
     minutes: float = field(default=0.0, metadata={"help": "Wall-clock budget of the whole build, in minutes; "
-                                                          "training stops in time. 0: the size's (tiny 2.5)."})
+                                                          "training stops in time. 0: the size's (tiny 3)."})
     max_steps: int = field(default=0, metadata={"help": "Optimizer steps at most; 0: what the budget allows."})
     out: str | None = field(default=None, metadata={"help": "Checkpoint folder. None: <workdir>/base-model."})
     workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
@@ -100,10 +110,11 @@ class PretrainConfig:
         "help": "More evaluation folders to exclude (the seed corpus and the suite always are); repeatable.",
         "action": "extend"})
     corpus_chars: int = field(default=-1, metadata={"help": "Characters of pretraining text; 0: all; -1: the "
-                                                            "size's (tiny 4M)."})
-    seq_len: int = field(default=0, metadata={"help": "Tokens per packed sequence; 0: the size's (tiny 2048)."})
-    batch_size: int = field(default=0, metadata={"help": "Sequences per step; 0: the size's (tiny 1)."})
-    learning_rate: float = field(default=0.0, metadata={"help": "Peak learning rate; 0: the size's (tiny 8e-3)."})
+                                                            "size's (tiny 5M, before decontamination)."})
+    seq_len: int = field(default=0, metadata={"help": "Tokens per full-length sequence; 0: the size's (tiny 2048)."})
+    batch_size: int = field(default=0, metadata={"help": "Short sequences per step (full-length ones: as many as "
+                                                         "hold the same tokens); 0: the size's (tiny 8)."})
+    learning_rate: float = field(default=0.0, metadata={"help": "Peak learning rate; 0: the size's (tiny 3e-3)."})
     warmup_steps: int = field(default=10, metadata={"help": "Linear warm-up steps before the cosine decay."})
     decontam_ngram: int = field(default=13, metadata={"help": "Decontamination n-gram length, in code tokens."})
     decontam_min_share: float = field(default=0.0, metadata={
@@ -112,6 +123,9 @@ class PretrainConfig:
     threads: int = field(default=0, metadata={
         "help": "CPU threads while pretraining on a CPU; 0: one for micro and tiny (their matrices gain little from "
                 "more, and spinning threads lose much when other work shares the cores), all for small."})
+    bf16: bool | None = field(default=None, metadata={
+        "help": "bfloat16 autocast while training (float32 weights). None: on a GPU, and on a CPU with bf16 "
+                "instructions (AVX512-BF16, AMX); false: float32 throughout."})
     seed: int = field(default=0, metadata={"help": "Seed of the weights and of the document order."})
     register: bool = field(default=True, metadata={"help": f"Register the result as {REGISTERED_BASE} in MLflow."})
     force: bool = field(default=False, metadata={"help": "Build again even when a matching base exists."})
@@ -139,7 +153,7 @@ class PretrainConfig:
 
     def identity(self) -> dict[str, Any]:
         """What the built model depends on besides the corpus (where it goes and tracking excluded)."""
-        keep = ("size", "max_steps", "warmup_steps", "seed")
+        keep = ("size", "max_steps", "warmup_steps", "bf16", "seed")
         return {"preset": asdict(self.preset()), **{k: getattr(self, k) for k in keep}}
 
 
@@ -202,13 +216,19 @@ def _reused(path: Path, meta: dict[str, Any]) -> PretrainResult:
 
 
 def _new_model(p: Preset, tokenizer: PreTrainedTokenizerBase, seed: int) -> PreTrainedModel:
-    """A Llama-shaped causal LM. Not Qwen2: for a `qwen2` config, AutoTokenizer swaps the saved byte-level
-    tokenizer for Qwen2's own pre-tokenisation, so the curated token ids would not be the pretrained ones."""
+    """A causal LM of LFM2's shape: gated short convolutions (kernel 3) and attention layers, each with
+    a SwiGLU MLP. At the tiny size on a CPU, a convolution below one attention layer reached a lower
+    loss in the same time than two attention layers of the same width (Llama's shape), and attention
+    with rotary positions trained on short sequences carried over to long ones badly. Not Qwen2: for
+    a `qwen2` config, AutoTokenizer swaps the saved byte-level tokenizer for Qwen2's own
+    pre-tokenisation, so the curated token ids would not be the pretrained ones."""
     config = AutoConfig.for_model(
-        "llama", vocab_size=len(tokenizer), hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
-        num_hidden_layers=p.num_hidden_layers, num_attention_heads=p.num_attention_heads,
-        num_key_value_heads=p.num_key_value_heads, max_position_embeddings=max(4096, p.seq_len),
-        tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        "lfm2", vocab_size=len(tokenizer), hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
+        block_auto_adjust_ff_dim=False, num_hidden_layers=len(p.layers),
+        layer_types=[LAYER_TYPES[k] for k in p.layers], num_attention_heads=p.num_attention_heads,
+        num_key_value_heads=p.num_key_value_heads, max_position_embeddings=max(8192, p.seq_len),
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(seed)
@@ -227,6 +247,10 @@ def _tokenizer(ckpt: Path, corpus: Corpus, p: Preset) -> PreTrainedTokenizerBase
 
 def _device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _bf16(cfg: PretrainConfig) -> bool:
+    return bf16_fast(_device()) if cfg.bf16 is None else cfg.bf16
 
 
 @contextmanager
@@ -268,12 +292,12 @@ def _pretrain(cfg: PretrainConfig, on_step: OnStep | None) -> PretrainResult:
     opt = make_optimizer(model, p.learning_rate)
     state = load_state(ckpt, model, opt)
     _log_start(cfg, corpus, model, resumed=state.step > 0)
+    blocks = BlockSampler(encode_corpus(tokenizer, corpus.documents), p.short_seq_len or p.seq_len, cfg.seed)
     budget = max(p.minutes * 60 - (time.perf_counter() - start) - min(20.0, p.minutes * 6), 1.0)
     loop = LoopPlan(batch_size=p.batch_size, learning_rate=p.learning_rate, warmup_steps=cfg.warmup_steps,
                     max_steps=cfg.max_steps, budget_s=budget if not cfg.max_steps or cfg.minutes else 0.0,
                     checkpoint_s=cfg.checkpoint_s, short_share=p.short_share if p.short_seq_len else 0.0,
-                    units_per_sequence=p.seq_len // p.short_seq_len if p.short_seq_len else 1)
-    blocks = packed_blocks(tokenizer, corpus.documents, p.short_seq_len or p.seq_len, start=state.blocks)
+                    units_per_sequence=p.seq_len // p.short_seq_len if p.short_seq_len else 1, bf16=_bf16(cfg))
     state = train_loop(model, opt, blocks, loop, state, ckpt, on_step)
     return _finish(cfg, out, key, corpus, model, tokenizer, state, start)
 

@@ -1,18 +1,28 @@
-"""The base model's tokenizer, and its text as a stream of packed training sequences.
+"""The base model's tokenizer, and its text as shuffled training sequences.
 
     .venv/bin/kernelwright base-model pretrain --size tiny      # trains the tokenizer first
 
-The tokenizer is a byte-level BPE (`kernelwright.models.train_tokenizer`: GPT-2 pre-tokenisation,
-ChatML special tokens and chat template) trained on the first `max_chars` characters of the
-pretraining corpus, never on the seed corpus. `packed_blocks` streams the corpus: documents are
-encoded a batch at a time, joined with `<|endoftext|>` and cut into blocks of `seq_len` tokens;
-the stream starts over (a new epoch) when the corpus ends, and `start` skips blocks already seen.
+The tokenizer is a byte-level BPE (`kernelwright.models.train_tokenizer`: GPT-2 pre-tokenisation
+with every newline a token of its own, ChatML special tokens and chat template) trained on the
+first `max_chars` characters of the pretraining corpus, never on the seed corpus. Its vocabulary
+is small for the tiny model (416): a small model learns the statistics of fewer, shorter tokens
+sooner, and a word split into pieces has predictable pieces.
+
+`encode_corpus` encodes the whole corpus once (documents joined with `<|endoftext|>`);
+`BlockSampler` cuts it into blocks of `block_len` tokens and serves sequences of `units`
+consecutive blocks in a seeded shuffle (one permutation per epoch and sequence length). A
+sequence is chosen by how many blocks the run has consumed, so a resumed run draws what the
+uninterrupted one would have. Shuffling matters: with batches of consecutive blocks of one
+document, as a plain stream gives, the tiny model ended 1000 steps at 2.67 bits per character on
+the held-out seed answers instead of 2.31.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
+import torch
 from transformers import PreTrainedTokenizerFast
 
 from kernelwright.base_model.corpus import Document
@@ -29,36 +39,52 @@ def train_code_tokenizer(docs: Sequence[Document], vocab_size: int, max_chars: i
             break
         texts.append(doc.text)
         total += len(doc.text)
-    return train_tokenizer(texts, vocab_size)
+    return train_tokenizer(texts, vocab_size, split_newlines=True)
 
 
-def _token_stream(tokenizer: PreTrainedTokenizerFast, docs: Sequence[Document]) -> Iterator[list[int]]:
-    """Each document's ids followed by the separator, a batch of documents encoded at a time."""
+def encode_corpus(tokenizer: PreTrainedTokenizerFast, docs: Sequence[Document]) -> torch.Tensor:
+    """Every document's ids followed by the separator, as one int64 tensor."""
+    if not docs:
+        raise ValueError("no documents to encode")
     sep = tokenizer.convert_tokens_to_ids(BOS)
     backend = tokenizer.backend_tokenizer
+    ids: list[int] = []
     for at in range(0, len(docs), ENCODE_BATCH):
-        batch = backend.encode_batch([d.text for d in docs[at: at + ENCODE_BATCH]], add_special_tokens=False)
-        for enc in batch:
-            yield [*enc.ids, sep]
+        for enc in backend.encode_batch([d.text for d in docs[at: at + ENCODE_BATCH]], add_special_tokens=False):
+            ids += [*enc.ids, sep]
+    return torch.tensor(ids, dtype=torch.long)
 
 
-def packed_blocks(tokenizer: PreTrainedTokenizerFast, docs: Sequence[Document], seq_len: int,
-                  start: int = 0) -> Iterator[list[int]]:
-    """Blocks of `seq_len` token ids over the corpus, repeated without end; the first `start` skipped."""
-    if not docs:
-        raise ValueError("no documents to pack")
-    block = 0
-    while True:
-        buf: list[int] = []
-        for ids in _token_stream(tokenizer, docs):
-            buf += ids
-            while len(buf) >= seq_len:
-                if block >= start:
-                    yield buf[:seq_len]
-                buf = buf[seq_len:]
-                block += 1
+@dataclass
+class BlockSampler:
+    """Sequences of `units` consecutive `block_len`-token blocks of `tokens`, in a seeded shuffle."""
 
+    tokens: torch.Tensor
+    block_len: int
+    seed: int = 0
+    _perms: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict, repr=False)
 
-def corpus_tokens(tokenizer: PreTrainedTokenizerFast, docs: Sequence[Document]) -> int:
-    """Tokens in one pass over the corpus (separators included)."""
-    return sum(len(ids) for ids in _token_stream(tokenizer, docs))
+    def windows(self, units: int) -> int:
+        """How many sequences of `units` blocks one pass over the tokens holds."""
+        return len(self.tokens) // (self.block_len * units)
+
+    def rows(self, start: int, count: int, units: int) -> torch.Tensor:
+        """(count, units * block_len) ids: the sequences drawn after `start` blocks were consumed."""
+        n = self.windows(units)
+        if n == 0:
+            raise ValueError(f"the corpus holds {len(self.tokens)} tokens, fewer than one sequence of "
+                             f"{units * self.block_len}")
+        width = units * self.block_len
+        first = -(-start // units)  # sequences of this length already drawn, rounded up
+        out = []
+        for q in range(first, first + count):
+            w = int(self._perm(units, q // n, n)[q % n])
+            out.append(self.tokens[w * width: (w + 1) * width])
+        return torch.stack(out)
+
+    def _perm(self, units: int, epoch: int, n: int) -> torch.Tensor:
+        key = (units, epoch)
+        if key not in self._perms:
+            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + units * 10_007 + epoch)
+            self._perms[key] = torch.randperm(n, generator=gen)
+        return self._perms[key]

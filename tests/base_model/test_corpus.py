@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from kernelwright.base_model.corpus import (
+    C_SUFFIXES,
+    DEVICE_CODE,
     Selection,
+    Source,
     build_corpus,
     exclusion_folders,
     folder_sources,
@@ -20,11 +24,22 @@ from kernelwright.seed import load_seed_tasks
 from .conftest import PLANTED
 
 
-def test_installed_sources_hold_torch_headers_and_the_standard_library() -> None:
-    names = {s.name for s in installed_sources()}
-    assert {"torch-include", "python-stdlib"} <= names
-    stdlib = next(s for s in installed_sources() if s.name == "python-stdlib")
-    assert not any("site-packages" in p.parts for p in stdlib.files()[:200])
+def test_installed_sources_are_torch_extension_code_without_generated_headers() -> None:
+    sources = {s.name: s for s in installed_sources()}
+    assert {"torch-cuda", "torch-cpp", "cuda-runtime", "torch-nn"} <= set(sources)
+    cuda = sources["torch-cuda"].files()
+    assert cuda and all(re.search(DEVICE_CODE, p.read_text()) for p in cuda[:50])
+    assert not any("ops" in p.relative_to(sources["torch-cpp"].root).parts for p in sources["torch-cpp"].files())
+    assert all(p.suffix == ".py" for p in sources["torch-nn"].files())
+
+
+def test_a_file_that_two_sources_hold_is_taken_once(tmp_path: Path) -> None:
+    (tmp_path / "k.cuh").write_text("__global__ void k(float* x) { TORCH_CHECK(x); }\n")
+    (tmp_path / "h.h").write_text("int f() { TORCH_CHECK(true); return 0; }\n")
+    both = [Source("cuda", tmp_path, C_SUFFIXES, contains=DEVICE_CODE),
+            Source("cpp", tmp_path, C_SUFFIXES, contains="TORCH_CHECK")]
+    docs = plan_corpus(Selection(max_chars=0), both, []).documents
+    assert sorted((d.source, d.path) for d in docs) == [("cpp", "h.h"), ("cuda", "k.cuh")]
 
 
 def test_a_planted_evaluation_problem_and_a_seed_solution_are_excluded(code_dir: Path) -> None:

@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 from kernelwright.base_model import pretrain as pretrain_module
 from kernelwright.base_model.loop import STATE_FILE, LoopPlan, LoopState, cosine_lr, schedule_position
 from kernelwright.base_model.pretrain import META_FILE, REGISTERED_BASE, PretrainConfig, _new_model, pretrain
-from kernelwright.base_model.tokenizer import train_code_tokenizer
+from kernelwright.base_model.tokenizer import BlockSampler, train_code_tokenizer
 from kernelwright.cli import main
 from kernelwright.models import load_base_model, load_tokenizer
 from kernelwright.tracking import EXPERIMENT
@@ -128,19 +128,32 @@ def test_curriculum_trains_short_sequences_first_then_joined_blocks(tmp_path: Pa
 
     cfg = PretrainConfig(size="micro")
     model = _new_model(cfg.preset(), load_tokenizer_stub(), seed=0)
-    lengths: list[int] = []
-    blocks = iter([[1, 2, 3, 4]] * 100)
-    plan = LoopPlan(batch_size=1, learning_rate=1e-3, warmup_steps=1, max_steps=4, budget_s=0.0,
+    shapes: list[tuple[int, int]] = []
+    blocks = BlockSampler(torch.arange(400) % 200, block_len=4)
+    plan = LoopPlan(batch_size=4, learning_rate=1e-3, warmup_steps=1, max_steps=4, budget_s=0.0,
                     units_per_sequence=2, short_share=0.5)
     original = model.forward
 
     def record(*args, **kwargs):
-        lengths.append(kwargs["input_ids"].shape[1])
+        shapes.append(tuple(kwargs["input_ids"].shape))
         return original(*args, **kwargs)
 
     model.forward = record  # type: ignore[method-assign]
     state = train_loop(model, make_optimizer(model, 1e-3), blocks, plan, LoopState(), tmp_path)
-    assert lengths == [4, 4, 8, 8] and state.blocks == 6 and plan.units(0.49) == 1 and plan.units(0.5) == 2
+    assert shapes == [(4, 4), (4, 4), (2, 8), (2, 8)]  # the same tokens a step in both phases
+    assert state.blocks == 16 and state.tokens == 64 and plan.units(0.49) == 1 and plan.units(0.5) == 2
+
+
+def test_blocks_come_shuffled_each_once_an_epoch_and_again_after_a_resume() -> None:
+    sampler = BlockSampler(torch.arange(80), block_len=4, seed=3)
+    epoch = sampler.rows(0, 20, 1)
+    assert sorted(epoch[:, 0].tolist()) == list(range(0, 80, 4)) and epoch[:, 0].tolist() != list(range(0, 80, 4))
+    assert all(r.tolist() == list(range(r[0], r[0] + 4)) for r in epoch)  # a block is consecutive tokens
+    assert torch.equal(sampler.rows(7, 5, 1), epoch[7:12])  # drawn by blocks consumed: a resume draws the same
+    assert not torch.equal(sampler.rows(20, 20, 1), epoch)  # the next epoch, in another order
+    joined = sampler.rows(0, 10, 2)
+    assert joined.shape == (10, 8) and sorted(joined[:, 0].tolist()) == list(range(0, 80, 8))
+    assert torch.equal(BlockSampler(torch.arange(80), block_len=4, seed=3).rows(0, 20, 1), epoch)
 
 
 def load_tokenizer_stub():

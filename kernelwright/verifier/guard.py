@@ -35,7 +35,7 @@ from kernelwright.verifier.verdict import ShapeResult, Verdict
 
 
 GUARDED_MODULES = ("builtins", "time", "math", "json", "os", "ctypes", "torch", "torch.cuda", "torch.nn.functional",
-                   "torch.linalg", "torch.testing", "torch.profiler", "torch.autograd",
+                   "torch.linalg", "torch.testing", "torch.profiler", "torch.autograd", "torch.autograd.profiler",
                    "kernelwright.verifier.verdict", "kernelwright.cuda.static_checks",
                    "kernelwright.atomic", "tempfile", "shutil", "pathlib")  # the last four: how the verdict is written
 HARNESS_MODULES = ("kernelwright.verifier.runner", "kernelwright.verifier.channel", "kernelwright.verifier.spec",
@@ -194,8 +194,8 @@ class HarnessGuard:
         modules = [(m, sys.modules[m]) for m in GUARDED_MODULES if m in sys.modules]
         harness = _harness_modules()
         self.held_modules = [_ModuleHold.of(label, mod) for label, mod in [*modules, *harness]]
+        from torch.autograd.profiler import profile
         from torch.autograd.profiler_util import EventList, FunctionEvent
-        from torch.profiler import profile
 
         # Progress writes the verdict
         classes = (torch.Tensor, torch.cuda.Event, torch.cuda.Stream, ctypes.CDLL, Timer, HarnessGuard, Progress,

@@ -5,6 +5,11 @@
   candidate that falls back to torch's kernels has a low one);
 - `profiler_started_alongside`: the profiler's costly first session (`_empty_profile`) paid in a
   thread while the candidate builds, instead of on the timing path.
+
+Sessions are torch's autograd profiler on Kineto with CUDA activity only (`cuda_profile`), the
+session `torch.profiler.profile(activities=[CUDA])` opens, without that class's `prepare_trace`:
+its `hasattr(torch, "_inductor")` imports torch._inductor and torch._dynamo, ~4 CPU-seconds on an
+H200 host per runner, for a flag about CUDA graphs that a kernel-time share does not read.
 """
 
 from __future__ import annotations
@@ -27,14 +32,13 @@ def candidate_kernel_names(candidate_path: Path) -> set[str]:
 def custom_share(new: Any, inputs: list[Any], names: set[str]) -> float:
     """Share of GPU kernel time spent in kernels compiled from the candidate's own source."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with torch.no_grad(), cuda_profile() as prof:
         for _ in range(3):
             new(*inputs)
         torch.cuda.synchronize()
     total = own = 0.0
-    for evt in prof.events():
+    for evt in prof.function_events:
         if evt.device_type != torch.autograd.DeviceType.CUDA:
             continue
         dur = float(getattr(evt, "device_time", 0.0) or 0.0)
@@ -44,22 +48,25 @@ def custom_share(new: Any, inputs: list[Any], names: set[str]) -> float:
     return own / total if total > 0 else 0.0
 
 
+def cuda_profile() -> Any:
+    """A profiler session that records the GPU's kernels only (enter it with `with`)."""
+    from torch.autograd.profiler import profile
+
+    return profile(use_cpu=False, use_device="cuda", use_kineto=True)
+
+
 def _empty_profile() -> None:
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
-    with contextlib.suppress(Exception), profile(activities=[ProfilerActivity.CUDA]):
+    with contextlib.suppress(Exception), cuda_profile():
         torch.cuda.synchronize()
 
 
 @contextlib.contextmanager
 def profiler_started_alongside(enabled: bool, join_s: float = 120.0):
-    """The profiler's first session costs ~4.6 s on an H200 (CUPTI start-up; later ones ~5 ms).
-    Pay it in a thread while the candidate builds (GIL released while the compilers run), not
-    later on the timing path. Joined on exit, before the thread count and the timing; on by
-    `enabled` (timing on)."""
-    if enabled:  # torch._dynamo (which the profiler and a build may both import) imported by one thread
-        import torch._dynamo  # noqa: F401 - its circular imports fail when two threads import it at once
+    """The profiler's first session (CUPTI's start-up; later ones ~5 ms) paid in a thread while the
+    candidate builds (GIL released while the compilers run), not later on the timing path. Joined
+    on exit, before the thread count and the timing; on by `enabled` (timing on)."""
     thread = threading.Thread(target=_empty_profile, name="kw-profiler-warm-up", daemon=True) if enabled else None
     if thread is not None:
         thread.start()

@@ -4,8 +4,9 @@
 
 The judge starts it as an unprivileged user (when the judge is root) in a private scratch folder,
 isolated from writable import paths (`python -I`; the package is imported from the judge's own
-copy, which the runner cannot write); the runner confines itself with Landlock (sandbox.py) and
-cuts its network before it imports the candidate. Then it answers requests on the channel
+copy, which the runner cannot write); the runner confines itself with Landlock (sandbox.py) and a
+seccomp filter (seccomp.py: no reaching into other processes, no inet sockets) and cuts its
+network before it imports the candidate. Then it answers requests on the channel
 (channel.py), one at a time:
 
 | op | does | replies |
@@ -47,6 +48,7 @@ from kernelwright.verifier.isolation import (
 )
 from kernelwright.verifier.profiling import custom_share, profiler_started_alongside
 from kernelwright.verifier.sandbox import confine, die_with_parent
+from kernelwright.verifier.seccomp import deny_reaching_out
 from kernelwright.verifier.timer import Timer
 from kernelwright.verifier.timing import TimingSettings, draw_on_device, fresh_sets, median_ms
 
@@ -251,7 +253,7 @@ def main(argv: list[str]) -> None:
     torch.backends.cudnn.allow_tf32 = False
     torch.cuda.init()
     torch.cuda.set_per_process_memory_fraction(float(settings["memory_fraction"]))
-    isolation = confine([scratch])
+    isolation = f"{confine([scratch])}, {deny_reaching_out()}"
     no_network()
     patch_load_inline(str(scratch / "builds"), bool(settings["split_build"]), settings.get("pch_lock"))
     end.reply("ready", isolation=isolation)

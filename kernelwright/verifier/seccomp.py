@@ -1,0 +1,80 @@
+"""A seccomp filter for the runner: no reaching into other processes, no network sockets.
+
+    (called by kernelwright.verifier.runner after Landlock, before the candidate is imported)
+
+Every runner runs as the same unprivileged user, so without more a hostile runner could attach
+to another candidate's runner (or to the compilers it starts) and change what that one computes
+or reports. `deny_reaching_out` installs, on every thread of the process (TSYNC) and on all it
+starts, a filter that answers EPERM to:
+- `ptrace`, `process_vm_readv`, `process_vm_writev`, `pidfd_getfd`: another process's memory,
+  registers or descriptors;
+- `socket` for AF_INET and AF_INET6: the network, below Python (the runner's channel is a pipe;
+  AF_UNIX stays, which the CUDA driver may use);
+- any syscall of another ABI (i386's `int 0x80`, x32): the numbers above would not match there.
+It also makes the process non-dumpable, so that another process of the same user cannot open its
+`/proc/PID/mem` either. Everything else is allowed: the filter decides nothing about the GPU.
+
+What applied is part of the verdict's `isolation` ("seccomp: ..." or "no seccomp: why").
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+
+_PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS = 4, 38
+_SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
+_RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1
+_AF_INET, _AF_INET6 = 2, 10
+# BPF opcodes: load a word at an absolute offset of seccomp_data, jump if equal / greater-or-equal, return
+_LD_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
+_NR, _ARCH, _ARG0 = 0, 4, 16  # offsets in struct seccomp_data (args[0]'s low word, little-endian)
+
+
+class _Filter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint32)]
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter))]
+
+
+# per machine: (AUDIT_ARCH, the seccomp syscall, first number of a foreign ABI or None,
+#               ptrace, process_vm_readv, process_vm_writev, pidfd_getfd, socket)
+_ABIS = {
+    "x86_64": (0xC000003E, 317, 0x40000000, (101, 310, 311, 438), 41),
+    "aarch64": (0xC00000B7, 277, None, (117, 270, 271, 438), 198),
+}
+
+
+def program(machine: str) -> list[tuple[int, int, int, int]]:
+    """The filter for `machine` as (code, jt, jf, k) instructions; jumps count instructions skipped."""
+    arch, _, foreign, denied, socket_nr = _ABIS[machine]
+    head = [(_LD_ABS, 0, 0, _ARCH), (_JEQ, 1, 0, arch), (_RET, 0, 0, _RET_EPERM), (_LD_ABS, 0, 0, _NR)]
+    if foreign is not None:
+        head += [(_JGE, 0, 1, foreign), (_RET, 0, 0, _RET_EPERM)]
+    body: list[tuple[int, int, int, int]] = []
+    for nr in denied:
+        body += [(_JEQ, 0, 1, nr), (_RET, 0, 0, _RET_EPERM)]
+    body += [(_JEQ, 0, 4, socket_nr), (_LD_ABS, 0, 0, _ARG0), (_JEQ, 1, 0, _AF_INET), (_JEQ, 0, 1, _AF_INET6),
+             (_RET, 0, 0, _RET_EPERM), (_RET, 0, 0, _RET_ALLOW)]
+    return head + body
+
+
+def deny_reaching_out() -> str:
+    """Install the filter on every thread of this process and make it non-dumpable; what applied."""
+    machine = platform.machine()
+    if machine not in _ABIS:
+        return f"no seccomp: no filter written for {machine}"
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        return f"no seccomp: PR_SET_DUMPABLE failed (errno {ctypes.get_errno()})"
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return f"no seccomp: no_new_privs failed (errno {ctypes.get_errno()})"
+    code = program(machine)
+    filters = (_Filter * len(code))(*[_Filter(*ins) for ins in code])
+    prog = _Program(len(code), filters)
+    syscall_nr = _ABIS[machine][1]
+    if libc.syscall(syscall_nr, _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC, ctypes.byref(prog)) != 0:
+        return f"no seccomp: the filter was refused (errno {ctypes.get_errno()})"
+    return "seccomp: no ptrace, process_vm, pidfd_getfd or inet sockets; not dumpable"

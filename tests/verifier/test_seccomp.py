@@ -1,0 +1,79 @@
+"""The runner's seccomp filter (kernelwright.verifier.seccomp): the program, and the filter applied."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+
+import pytest
+
+from kernelwright.verifier.seccomp import _ABIS, program
+
+ALLOW, EPERM = 0x7FFF0000, 0x00050001
+
+
+def run_filter(machine: str, arch: int, nr: int, arg0: int = 0) -> int:
+    """What the filter returns for one syscall: a small classic-BPF interpreter over seccomp_data."""
+    data = {0: nr, 4: arch, 16: arg0}
+    acc, pc, code = 0, 0, program(machine)
+    while True:
+        op, jt, jf, k = code[pc]
+        if op == 0x20:
+            acc, pc = data[k], pc + 1
+        elif op in (0x15, 0x35):
+            hit = acc == k if op == 0x15 else acc >= k
+            pc += 1 + (jt if hit else jf)
+        else:
+            assert op == 0x06
+            return k
+
+
+@pytest.mark.parametrize("machine", sorted(_ABIS))
+def test_the_program_denies_exactly_the_reaching_out(machine: str) -> None:
+    arch, _, foreign, denied, socket_nr = _ABIS[machine]
+    for nr in denied:
+        assert run_filter(machine, arch, nr) == EPERM
+    assert run_filter(machine, arch, socket_nr, 2) == EPERM  # AF_INET
+    assert run_filter(machine, arch, socket_nr, 10) == EPERM  # AF_INET6
+    assert run_filter(machine, arch, socket_nr, 1) == ALLOW  # AF_UNIX
+    for nr in (0, 1, 9, 16, 56, 59, 231, 435):  # read, write, mmap, ioctl, clone, execve, exit_group, clone3
+        if nr not in denied and nr != socket_nr:
+            assert run_filter(machine, arch, nr) == ALLOW
+    assert run_filter(machine, 0x40000003, 0) == EPERM  # i386 ABI: its numbers mean other calls
+    if foreign is not None:
+        assert run_filter(machine, arch, foreign | denied[0]) == EPERM  # x32: the same call, another number
+
+
+APPLIED = r"""
+import ctypes, os, socket, subprocess, sys, threading
+from kernelwright.verifier.seccomp import deny_reaching_out
+go, seen = threading.Event(), {}
+def early():  # a thread started before the filter: TSYNC covers it
+    go.wait()
+    try:
+        socket.socket(socket.AF_INET); seen["thread"] = "allowed"
+    except PermissionError:
+        seen["thread"] = "EPERM"
+t = threading.Thread(target=early); t.start()
+print(deny_reaching_out())
+go.set(); t.join(); print("thread", seen["thread"])
+libc = ctypes.CDLL(None, use_errno=True)
+print("ptrace", libc.ptrace(16, os.getppid(), 0, 0), ctypes.get_errno())  # PTRACE_ATTACH to the test
+buf = ctypes.create_string_buffer(8)
+iov = (ctypes.c_void_p * 2)(ctypes.cast(buf, ctypes.c_void_p), 8)
+print("vm_readv", libc.process_vm_readv(os.getppid(), iov, 1, iov, 1, 0), ctypes.get_errno())
+socket.socket(socket.AF_UNIX).close(); print("unix ok")
+child = subprocess.run([sys.executable, "-c", "import socket; socket.socket(socket.AF_INET6)"], capture_output=True)
+print("child", "EPERM" if b"PermissionError" in child.stderr else child.returncode)
+print("dumpable", libc.prctl(3, 0, 0, 0, 0))
+"""
+
+
+@pytest.mark.skipif(platform.machine() not in _ABIS, reason=f"no filter written for {platform.machine()}")
+def test_applied_it_holds_for_every_thread_and_child_and_leaves_the_rest() -> None:
+    done = subprocess.run([sys.executable, "-c", APPLIED], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("seccomp: ")
+    assert lines[1:] == ["thread EPERM", "ptrace -1 1", "vm_readv -1 1", "unix ok", "child EPERM", "dumpable 0"]

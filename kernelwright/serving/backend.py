@@ -4,7 +4,8 @@ A backend takes prompts (chat messages, or a raw text prompt) and per-request sa
 and answers completions with token counts; `stream` yields text deltas and then the whole
 `Completion`. `check_sampling` refuses, before any work, a setting the backend cannot honour
 (`SamplingRefused`: a 400 naming the field), so that nothing a client asks for is silently
-ignored; `close` lets go of what the backend started (at shutdown). The `hf` backend wraps a
+ignored; `close` lets go of what the backend started (at shutdown); `health` says whether it can generate
+now (`/readyz`). The `hf` backend wraps a
 loaded transformers model: continuous batching (batching.py) or one request at a time (hf.py); the
 `openai` backend (openai_backend.py) asks a remote OpenAI-compatible engine.
 """
@@ -74,6 +75,10 @@ class ServingBackend(Protocol):
 
     def close(self) -> None: ...
 
+    async def health(self) -> str | None:
+        """None while the backend can generate, else why not (`/readyz` answers 503 with it)."""
+        ...
+
 
 def _words(text: str) -> int:
     return len(text.split())
@@ -111,6 +116,10 @@ class ScriptedBackend:
 
     def close(self) -> None:
         """Nothing to let go of."""
+
+    async def health(self) -> str | None:
+        """Always able to answer."""
+        return None
 
     def _answer(self, prompt: Prompt, sampling: Sampling) -> Completion:
         self.prompts.append(prompt)

@@ -167,6 +167,10 @@ class ContinuousBatchingBackend:
             manager.switch_to_cb_friendly_attn(self.model, manager.continuous_batching_config.auto_switch_to_flash)
             self.capacity_tokens = self._start()
 
+    async def health(self) -> str | None:
+        """The model is in this process; an engine that stopped on an error restarts at the next request."""
+        return None
+
     def close(self) -> None:
         """Stop the engine (sequences still in it fail); a later request starts it again."""
         with self._lock:

@@ -47,6 +47,10 @@ class ServeConfig:
     backend_startup_s: float = field(default=120.0, metadata={
         "help": "At start-up, seconds to keep asking the engine's /v1/models (about every second) before /readyz "
                 "reports failed; the server is ready once the engine answered. 0: ask once."})
+    backend_health_s: float = field(default=5.0, metadata={
+        "help": "Seconds /readyz trusts the openai backend's engine's last answer to its /v1/models before asking "
+                "again (an engine that stopped answering makes /readyz 503, and 200 again once it answers). 0: ask "
+                "at every /readyz."})
     batching: str = field(default="continuous", metadata={
         "help": "How the hf backend shares the model between requests. continuous: transformers' continuous "
                 "batching (the tokens of every request in flight share each forward pass; per-request temperature "
@@ -165,8 +169,10 @@ class ServeConfig:
         if self.backend_api_key_env is not None and not _ENV_NAME.match(self.backend_api_key_env):
             raise ValueError("backend_api_key_env must be the name of an environment variable (letters, digits, "
                              "underscores), not the key itself")
-        if min(self.backend_timeout_s, self.backend_connect_timeout_s, self.backend_startup_s) < 0:
-            raise ValueError("backend_timeout_s, backend_connect_timeout_s and backend_startup_s must be 0 or more")
+        if min(self.backend_timeout_s, self.backend_connect_timeout_s, self.backend_startup_s,
+               self.backend_health_s) < 0:
+            raise ValueError("backend_timeout_s, backend_connect_timeout_s, backend_startup_s and backend_health_s "
+                             "must be 0 or more")
         if self.backend_model is not None and not self.backend_model.strip():
             raise ValueError("backend_model must name a model, or be left out")
 

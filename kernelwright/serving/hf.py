@@ -69,6 +69,10 @@ class HFServingBackend:
     def close(self) -> None:
         """Nothing to stop: the worker thread idles until the process ends."""
 
+    async def health(self) -> str | None:
+        """The model is in this process: able to generate while the process runs."""
+        return None
+
     def _text(self, prompt: Prompt) -> str:
         if isinstance(prompt, str):
             return prompt

@@ -62,6 +62,7 @@ from kernelwright.workdir import redacted
 log = logging.getLogger(__name__)
 MESSAGE_CHARS = 300  # of an engine's error message, in ours
 SEED_LIMIT = 2**63
+HEALTH_TIMEOUT_S = 5.0  # for one /readyz probe of the engine
 CHAT, TEXT = "/v1/chat/completions", "/v1/completions"
 LENGTH = {"length", "max_tokens", "model_length"}  # finish reasons that mean the token budget ran out
 FAILED = {"abort", "error"}  # finish reasons that mean there is no answer
@@ -80,6 +81,7 @@ class EngineSettings:
     timeout_s: float = 300.0  # per answer, or between two streamed chunks; 0: no limit
     connect_timeout_s: float = 10.0  # 0: no limit
     startup_s: float = 120.0  # of retrying /v1/models at start-up; 0: one try
+    health_s: float = 5.0  # how long /readyz trusts the engine's last answer; 0: asks at every probe
 
     @classmethod
     def from_config(cls, cfg: ServeConfig) -> EngineSettings:
@@ -92,7 +94,7 @@ class EngineSettings:
                                  "empty) in the environment")
         url = (cfg.backend_url or "").rstrip("/").removesuffix("/v1")
         return cls(url, cfg.backend_model, key, cfg.backend_timeout_s, cfg.backend_connect_timeout_s,
-                   cfg.backend_startup_s)
+                   cfg.backend_startup_s, cfg.backend_health_s)
 
     @property
     def where(self) -> str:
@@ -217,12 +219,41 @@ class OpenAIBackend:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.chat_only = False  # the engine has no /v1/completions: raw prompts go to chat as one user message
         self.usage_option = True  # the engine takes stream_options
+        self._health: tuple[float, str | None] | None = None  # (when asked, on the loop's clock; the answer)
 
     def __repr__(self) -> str:
         return f"OpenAIBackend({self.settings.where!r}, model={self.model!r})"
 
     def check_sampling(self, sampling: Sampling) -> None:
         """Nothing is known beforehand: a setting the engine refuses answers 400 naming it when it does."""
+
+    async def health(self) -> str | None:
+        """None while the engine answers its model list (or /health, for an engine without one) with 200
+        and still lists the model; else why not. An answer is kept for `health_s` seconds, so a load
+        balancer's frequent probes do not each reach the engine."""
+        now = asyncio.get_running_loop().time()
+        if self._health is not None and now - self._health[0] < self.settings.health_s:
+            return self._health[1]
+        answer = await self._ask_health()
+        self._health = (now, answer)
+        return answer
+
+    async def _ask_health(self) -> str | None:
+        try:
+            response = await self._http().get("/v1/models", timeout=HEALTH_TIMEOUT_S)
+            if response.status_code == 404:
+                health = await self._http().get("/health", timeout=HEALTH_TIMEOUT_S)
+                return None if health.status_code == 200 else f"the engine's /health answered {health.status_code}"
+            if response.status_code != 200:
+                why = self.settings.mask(message_of(response))
+                return f"the engine's /v1/models answered {response.status_code}: {why}"
+            data = json.loads(response.text).get("data")
+            ids = [m.get("id") for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+            return None if self.model in ids else f"the engine no longer lists {self.model!r}"
+        except httpx.HTTPError as exc:
+            return str(transport_error(exc, self.settings))
+        except (ValueError, AttributeError):
+            return "the engine's /v1/models answered something that is not a model list"
 
     def _http(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()

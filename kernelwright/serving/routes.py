@@ -113,12 +113,17 @@ async def healthz() -> dict[str, str]:
 
 
 @get("/readyz", raises=[ServiceUnavailableException], summary="200 once the model is loaded, 503 before "
-     "(and while shutting down)")
+     "(and while shutting down, or while the openai backend's engine does not answer)")
 async def readyz(state: State) -> Response[dict[str, Any]]:
+    engine_down = None
     if state.ready and not state.draining:
-        info = state.served.info
-        return Response({"status": "ready", "model": info.name, "version": info.version})
-    status = "draining" if state.draining else "failed" if state.load_error else "loading"
-    detail = "the server is shutting down" if state.draining else state.load_error or "the model is loading"
+        served = state.served
+        engine_down = await served.backend.health()
+        if engine_down is None:
+            return Response({"status": "ready", "model": served.info.name, "version": served.info.version})
+    status = "draining" if state.draining else "engine_down" if engine_down else "failed" if state.load_error \
+        else "loading"
+    detail = ("the server is shutting down" if state.draining else engine_down or state.load_error
+              or "the model is loading")
     return Response({"status": status, "detail": detail}, status_code=503,
                     headers={"Retry-After": str(state.cfg.retry_after_s)})

@@ -238,6 +238,32 @@ def test_an_engine_not_ready_keeps_the_server_unready_with_the_reason(compile_ca
     assert r.status_code == 503 and words in r.json()["detail"]
 
 
+def test_readiness_follows_an_engine_that_goes_away_and_comes_back(compile_cache: str) -> None:
+    engine = FakeEngine()
+    with engine_client(engine, compile_cache, backend_health_s=0) as client:
+        assert wait_ready(client).status_code == 200
+        engine.down_for = 10**6  # the engine stops answering after start-up
+        down = client.get("/readyz")
+        engine.down_for = 0
+        engine.models = ["another-model"]  # back, but serving something else
+        other = client.get("/readyz")
+        engine.models = [MODEL]
+        back = client.get("/readyz")
+    assert down.status_code == 503 and down.json()["status"] == "engine_down"
+    assert "Retry-After" in down.headers and "engine.test" in down.json()["detail"]
+    assert other.status_code == 503 and "no longer lists 'engine-model'" in other.json()["detail"]
+    assert back.status_code == 200 and back.json()["model"] == MODEL
+
+
+def test_readiness_trusts_the_engines_answer_for_backend_health_s(compile_cache: str) -> None:
+    engine = FakeEngine()
+    with engine_client(engine, compile_cache, backend_health_s=3600) as client:
+        assert wait_ready(client).status_code == 200
+        asked = len(engine.bodies("/v1/models"))
+        statuses = [client.get("/readyz").status_code for _ in range(5)]
+    assert statuses == [200] * 5 and len(engine.bodies("/v1/models")) <= asked + 1
+
+
 def test_a_named_model_and_a_base_url_with_v1(compile_cache: str) -> None:
     engine = FakeEngine(models=["a", "b"])
     with engine_client(engine, compile_cache, backend_model="b", backend_url="http://engine.test:8001/v1/") as client:

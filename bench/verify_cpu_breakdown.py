@@ -28,6 +28,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from kernelwright.seed import load_seed_tasks
 
@@ -53,6 +54,7 @@ BUILD = """
 import sys
 import torch.utils.cpp_extension as ext
 from pathlib import Path
+from typing import Any
 from kernelwright.cuda.split_build import capture_load_inline, split_arguments
 got = capture_load_inline(Path(sys.argv[1]))
 kw = dict(got["kw"]); kw.update(build_directory=sys.argv[2], use_pch=True, no_implicit_headers=True)
@@ -90,23 +92,24 @@ def build_all(tasks: list[Path], jobs: int, root: Path, env: dict[str, str]) -> 
         return dict(pool.map(one, tasks))
 
 
-def nvcc_variant(root: Path, log: Path, flags: list[str], jobs: int, nvcc: str) -> list[float]:
-    """The device file of each built candidate compiled again with `flags` added; CPU seconds each."""
-    lines = [json.loads(x) for x in log.read_text().splitlines()]
+def nvcc_variant(calls: list[dict[str, Any]], flags: list[str], jobs: int, nvcc: str) -> list[float]:
+    """The device file of each built candidate compiled again with `flags` added, through a wrapper
+    like the build's (its own CPU seconds, in a log of its own); CPU seconds each."""
+    with tempfile.TemporaryDirectory(prefix="kw_variant_") as tmp:
+        log = Path(tmp) / "variant.jsonl"
+        wrapped = wrapper(Path(tmp), nvcc, log)
 
-    def one(folder: Path) -> float:
-        ninja = (folder / "build.ninja").read_text()
-        cuda_flags = next(ln.split("=", 1)[1] for ln in ninja.splitlines() if ln.startswith("cuda_cflags ="))
-        post = next(ln.split("=", 1)[1] for ln in ninja.splitlines() if ln.startswith("cuda_post_cflags ="))
-        cmd = f"{nvcc} {cuda_flags} -c {folder / 'cuda.cu'} -o {folder / 'variant.o'} {post} {' '.join(flags)}"
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run(cmd, shell=True, check=False, capture_output=True)  # noqa: S602 - our own command line
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        def one(folder: Path) -> None:
+            ninja = (folder / "build.ninja").read_text()
+            cuda_flags = next(ln.split("=", 1)[1] for ln in ninja.splitlines() if ln.startswith("cuda_cflags ="))
+            post = next(ln.split("=", 1)[1] for ln in ninja.splitlines() if ln.startswith("cuda_post_cflags ="))
+            cmd = f"{wrapped} {cuda_flags} -c {folder / 'cuda.cu'} -o {folder / 'variant.o'} {post} {' '.join(flags)}"
+            subprocess.run(cmd, shell=True, check=False, capture_output=True, cwd=folder)  # noqa: S602 - our own line
 
-    folders = sorted({Path(x["cwd"]) for x in lines if x["kind"] == "nvcc"})
-    with ThreadPoolExecutor(jobs) as pool:
-        return list(pool.map(one, folders))
+        folders = sorted({Path(c["cwd"]) for c in calls if c["kind"] == "nvcc"})
+        with ThreadPoolExecutor(jobs) as pool:
+            list(pool.map(one, folders))
+        return [json.loads(x)["cpu_s"] for x in log.read_text().splitlines()] if log.exists() else []
 
 
 def main() -> None:
@@ -137,7 +140,7 @@ def main() -> None:
         walls = build_all(tasks, args.jobs, root, benv)
         build_wall = time.perf_counter() - start
         calls = [c for x in log.read_text().splitlines() if (c := json.loads(x))["cwd"].startswith(tmp)]
-        variant = nvcc_variant(root, log, ["-Xcompiler", "-O0"], args.jobs, nvcc)
+        variant = nvcc_variant(calls, ["-Xcompiler", "-O0"], args.jobs, nvcc)
     by_kind = {k: [c["cpu_s"] for c in calls if c["kind"] == k] for k in ("cxx", "nvcc", "link")}
     out = {
         "gpu": torch.cuda.get_device_name(), "cores": os.cpu_count(), "jobs": args.jobs,

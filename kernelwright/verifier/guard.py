@@ -41,7 +41,8 @@ GUARDED_MODULES = ("builtins", "time", "math", "json", "os", "ctypes", "torch", 
 HARNESS_MODULES = ("kernelwright.verifier.runner", "kernelwright.verifier.channel", "kernelwright.verifier.spec",
                    "kernelwright.verifier.isolation", "kernelwright.verifier.inputs", "kernelwright.verifier.guard",
                    "kernelwright.verifier.timer", "kernelwright.verifier.timing", "kernelwright.verifier.profiling",
-                   "kernelwright.verifier.tolerance", "kernelwright.verifier.sandbox")
+                   "kernelwright.verifier.tolerance", "kernelwright.verifier.sandbox",
+                   "kernelwright.verifier.seccomp")
 
 
 def _harness_modules() -> list[tuple[str, ModuleType]]:

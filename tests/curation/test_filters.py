@@ -150,6 +150,6 @@ def test_pytorch_compute_in_model_new_goes_to_the_gpu_in_evaluation_but_is_filte
     fake = Verdict.of("fallback_runtime", "only 3% of GPU time in the candidate's kernels")
     rows = check_candidates([cand], VerifyConfig(), 1, True, lambda cfgs, _jobs: [fake for _ in cfgs])
     assert rows[0].gpu_verified and rows[0].verdict.reason == "fallback_runtime"
-    assert rows[0].verdict.warnings == ["ModelNew calls PyTorch compute: torch.add (line 31), torch.mul (line 31)"]
+    assert rows[0].verdict.warnings == ["ModelNew calls PyTorch compute: torch.add (line 28), torch.mul (line 28)"]
     kept, report = run_filters([_s("torch_op", path.read_text())], _settings(tmp_path, nvrtc=False))
     assert kept == [] and report.removed["fallback_torch_op"] == ["torch_op"]

@@ -13,7 +13,19 @@ from typing import Any
 import pytest
 import torch
 
-from kernelwright.verifier import channel, inputs, isolation, profiling, runner, sandbox, spec, timer, timing, tolerance
+from kernelwright.verifier import (
+    channel,
+    inputs,
+    isolation,
+    profiling,
+    runner,
+    sandbox,
+    seccomp,
+    spec,
+    timer,
+    timing,
+    tolerance,
+)
 from kernelwright.verifier import guard as guard_module
 from kernelwright.verifier.guard import GUARDED_MODULES, HARNESS_MODULES, HarnessGuard
 from kernelwright.verifier.isolation import Rejected, import_file
@@ -75,7 +87,8 @@ def test_harness_function_and_timer_method(guard: HarnessGuard, restore: list) -
 # one function of each of the harness's own modules: what a candidate would replace there
 HARNESS_FUNCTIONS = [(runner, "serve"), (channel, "save_output"), (spec, "Progress"), (isolation, "import_file"),
                      (inputs, "poison"), (guard_module, "_nn_classes"), (timer, "_cudart"), (timing, "median_ms"),
-                     (profiling, "custom_share"), (tolerance, "judge"), (sandbox, "confine")]
+                     (profiling, "custom_share"), (tolerance, "judge"), (sandbox, "confine"),
+                     (seccomp, "deny_reaching_out")]
 HARNESS_IDS = [mod.__name__.rsplit(".", 1)[-1] for mod, _ in HARNESS_FUNCTIONS]
 
 

@@ -4,10 +4,10 @@ A backend takes prompts (chat messages, or a raw text prompt) and per-request sa
 and answers completions with token counts; `stream` yields text deltas and then the whole
 `Completion`. `check_sampling` refuses, before any work, a setting the backend cannot honour
 (`SamplingRefused`: a 400 naming the field), so that nothing a client asks for is silently
-ignored; `close` lets go of what the backend started (at shutdown); `health` says whether it can generate
-now (`/readyz`). The `hf` backend wraps a
-loaded transformers model: continuous batching (batching.py) or one request at a time (hf.py); the
-`openai` backend (openai_backend.py) asks a remote OpenAI-compatible engine.
+ignored; `close` lets go of what the backend started (at shutdown); `health` says whether it can
+generate now (`/readyz`). The `hf` backend wraps a loaded transformers model: continuous batching
+(batching.py) or one request at a time (hf.py); the `openai` backend (openai_backend.py) asks a
+remote OpenAI-compatible engine.
 """
 
 from __future__ import annotations

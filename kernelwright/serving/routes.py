@@ -115,15 +115,15 @@ async def healthz() -> dict[str, str]:
 @get("/readyz", raises=[ServiceUnavailableException], summary="200 once the model is loaded, 503 before "
      "(and while shutting down, or while the openai backend's engine does not answer)")
 async def readyz(state: State) -> Response[dict[str, Any]]:
-    engine_down = None
-    if state.ready and not state.draining:
+    if state.draining:
+        status, detail = "draining", "the server is shutting down"
+    elif not state.ready:
+        status, detail = ("failed", state.load_error) if state.load_error else ("loading", "the model is loading")
+    else:
         served = state.served
         engine_down = await served.backend.health()
         if engine_down is None:
             return Response({"status": "ready", "model": served.info.name, "version": served.info.version})
-    status = "draining" if state.draining else "engine_down" if engine_down else "failed" if state.load_error \
-        else "loading"
-    detail = ("the server is shutting down" if state.draining else engine_down or state.load_error
-              or "the model is loading")
+        status, detail = "engine_down", engine_down
     return Response({"status": status, "detail": detail}, status_code=503,
                     headers={"Retry-After": str(state.cfg.retry_after_s)})

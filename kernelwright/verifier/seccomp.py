@@ -11,8 +11,10 @@ starts, a filter that answers EPERM to:
 - `socket` for AF_INET and AF_INET6: the network, below Python (the runner's channel is a pipe;
   AF_UNIX stays, which the CUDA driver may use);
 - any syscall of another ABI (i386's `int 0x80`, x32): the numbers above would not match there.
-It also makes the process non-dumpable, so that another process of the same user cannot open its
-`/proc/PID/mem` either. Everything else is allowed: the filter decides nothing about the GPU.
+Everything else is allowed: the filter decides nothing about the GPU. Writing another process's
+`/proc/PID/mem` is already out of reach (Landlock: no writes outside the scratch folder). The
+process stays dumpable: a non-dumpable one running as `nobody` cannot open its own
+`/proc/self/environ`, `auxv` or `mem`, which the CUDA stack may read.
 
 What applied is part of the verdict's `isolation` ("seccomp: ..." or "no seccomp: why").
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 import ctypes
 import platform
 
-_PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS = 4, 38
+_PR_SET_NO_NEW_PRIVS = 38
 _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 _RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1
 _AF_INET, _AF_INET6 = 2, 10
@@ -39,8 +41,8 @@ class _Program(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter))]
 
 
-# per machine: (AUDIT_ARCH, the seccomp syscall, first number of a foreign ABI or None,
-#               ptrace, process_vm_readv, process_vm_writev, pidfd_getfd, socket)
+# per machine: (AUDIT_ARCH, the seccomp syscall, the first number of a foreign ABI or None,
+#               (ptrace, process_vm_readv, process_vm_writev, pidfd_getfd), socket)
 _ABIS = {
     "x86_64": (0xC000003E, 317, 0x40000000, (101, 310, 311, 438), 41),
     "aarch64": (0xC00000B7, 277, None, (117, 270, 271, 438), 198),
@@ -62,13 +64,11 @@ def program(machine: str) -> list[tuple[int, int, int, int]]:
 
 
 def deny_reaching_out() -> str:
-    """Install the filter on every thread of this process and make it non-dumpable; what applied."""
+    """Install the filter on every thread of this process (and all it starts); what applied."""
     machine = platform.machine()
     if machine not in _ABIS:
         return f"no seccomp: no filter written for {machine}"
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-        return f"no seccomp: PR_SET_DUMPABLE failed (errno {ctypes.get_errno()})"
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return f"no seccomp: no_new_privs failed (errno {ctypes.get_errno()})"
     code = program(machine)
@@ -77,4 +77,4 @@ def deny_reaching_out() -> str:
     syscall_nr = _ABIS[machine][1]
     if libc.syscall(syscall_nr, _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC, ctypes.byref(prog)) != 0:
         return f"no seccomp: the filter was refused (errno {ctypes.get_errno()})"
-    return "seccomp: no ptrace, process_vm, pidfd_getfd or inet sockets; not dumpable"
+    return "seccomp: no ptrace, process_vm, pidfd_getfd or inet sockets"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import platform
+import signal
 import subprocess
 import sys
 
@@ -13,10 +15,13 @@ from kernelwright.verifier.seccomp import _ABIS, program
 ALLOW, EPERM = 0x7FFF0000, 0x00050001
 
 
+OWN = 4242  # the pid the filter is pinned to in the interpreter's runs
+
+
 def run_filter(machine: str, arch: int, nr: int, arg0: int = 0) -> int:
     """What the filter returns for one syscall: a small classic-BPF interpreter over seccomp_data."""
-    data = {0: nr, 4: arch, 16: arg0}
-    acc, pc, code = 0, 0, program(machine)
+    data = {0: nr, 4: arch, 16: arg0 & 0xFFFFFFFF}
+    acc, pc, code = 0, 0, program(machine, OWN)
     while True:
         op, jt, jf, k = code[pc]
         if op == 0x20:
@@ -31,14 +36,18 @@ def run_filter(machine: str, arch: int, nr: int, arg0: int = 0) -> int:
 
 @pytest.mark.parametrize("machine", sorted(_ABIS))
 def test_the_program_denies_exactly_the_reaching_out(machine: str) -> None:
-    arch, _, foreign, denied, socket_nr = _ABIS[machine]
+    abi = _ABIS[machine]
+    arch, foreign, denied, socket_nr = abi.arch, abi.foreign, abi.denied, abi.socket
+    for nr in abi.self_only:  # signals: to itself only (another pid, a process group, every process: refused)
+        assert run_filter(machine, arch, nr, OWN) == ALLOW
+        assert [run_filter(machine, arch, nr, pid) for pid in (OWN + 1, 1, 0, -1, -OWN)] == [EPERM] * 5
     for nr in denied:
         assert run_filter(machine, arch, nr) == EPERM
     assert run_filter(machine, arch, socket_nr, 2) == EPERM  # AF_INET
     assert run_filter(machine, arch, socket_nr, 10) == EPERM  # AF_INET6
     assert run_filter(machine, arch, socket_nr, 1) == ALLOW  # AF_UNIX
     for nr in (0, 1, 9, 16, 56, 59, 231, 435):  # read, write, mmap, ioctl, clone, execve, exit_group, clone3
-        if nr not in denied and nr != socket_nr:
+        if nr not in denied and nr not in abi.self_only and nr != socket_nr:
             assert run_filter(machine, arch, nr) == ALLOW
     assert run_filter(machine, 0x40000003, 0) == EPERM  # i386 ABI: its numbers mean other calls
     if foreign is not None:
@@ -46,8 +55,11 @@ def test_the_program_denies_exactly_the_reaching_out(machine: str) -> None:
 
 
 APPLIED = r"""
-import ctypes, os, socket, subprocess, sys, threading
+import ctypes, os, signal, socket, subprocess, sys, threading
 from kernelwright.verifier.seccomp import deny_reaching_out
+sibling = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)  # another process of the same user, started before
+print(sibling.pid)
 go, seen = threading.Event(), {}
 def early():  # a thread started before the filter: TSYNC covers it
     go.wait()
@@ -66,6 +78,11 @@ print("vm_readv", libc.process_vm_readv(os.getppid(), iov, 1, iov, 1, 0), ctypes
 socket.socket(socket.AF_UNIX).close(); print("unix ok")
 child = subprocess.run([sys.executable, "-c", "import socket; socket.socket(socket.AF_INET6)"], capture_output=True)
 print("child", "EPERM" if b"PermissionError" in child.stderr else child.returncode)
+try:
+    os.kill(sibling.pid, signal.SIGKILL); print("kill allowed")
+except PermissionError:
+    print("kill EPERM")
+os.kill(os.getpid(), 0); signal.pthread_kill(threading.main_thread().ident, 0); print("self signals ok")
 print("own /proc", len(os.listdir("/proc/self/task")) > 0, len(open("/proc/self/maps").read()) > 0,
       len(open("/proc/self/environ", "rb").read()) > 0, os.path.exists(os.readlink("/proc/self/exe")))
 """
@@ -75,7 +92,8 @@ print("own /proc", len(os.listdir("/proc/self/task")) > 0, len(open("/proc/self/
 def test_applied_it_holds_for_every_thread_and_child_and_leaves_the_rest() -> None:
     done = subprocess.run([sys.executable, "-c", APPLIED], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    sibling, *lines = done.stdout.splitlines()
+    os.kill(int(sibling), signal.SIGKILL)  # still alive: the filtered process could not kill it
     assert lines[0].startswith("seccomp: ")
-    assert lines[1:] == ["thread EPERM", "ptrace -1 1", "vm_readv -1 1", "unix ok", "child EPERM",
-                         "own /proc True True True True"]
+    assert lines[1:] == ["thread EPERM", "ptrace -1 1", "vm_readv -1 1", "unix ok", "child EPERM", "kill EPERM",
+                         "self signals ok", "own /proc True True True True"]

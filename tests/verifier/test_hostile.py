@@ -1,7 +1,8 @@
 """Hostile candidates change nothing outside their runner's scratch folder and no other verdict.
 
 A hostile fixture (`"hostile": true` in expected.json) forges verdicts, poisons the reference-timing
-cache or plants modules for later runs. Run after honest candidates have filled the caches; the
+cache, plants modules for later runs or kills and attaches to the other candidates' processes (honest
+ones run in the same batch and must stay correct). Run after honest candidates have filled the caches; the
 installed package, the caches, the working folder and every import folder are fingerprinted before
 and after, and an honest candidate verified after them gets the verdict and figures it got before.
 """
@@ -23,6 +24,7 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 EXPECTED: dict[str, dict] = json.loads((FIXTURES / "expected.json").read_text())
 HOSTILE = sorted(n for n, e in EXPECTED.items() if e.get("hostile"))
 CONTROL = "honest_affine.py"
+BESIDE = ["honest_affine.py", "honest_affine.py"]  # honest candidates verified in the hostile ones' batch
 
 
 def _cfg(name: str, cache: Path) -> VerifyConfig:
@@ -54,12 +56,14 @@ def test_hostile_candidates_change_no_file_and_no_other_verdict(tmp_path: Path) 
     before_control = verify_many([_cfg(CONTROL, cache)], jobs=1)[0]
     assert before_control.correct, before_control.detail
     before = fingerprint(cache)
-    verdicts = verify_many([_cfg(n, cache) for n in HOSTILE], jobs=8)
+    batch = verify_many([_cfg(n, cache) for n in [*HOSTILE, *BESIDE]], jobs=8)
+    verdicts, beside = batch[:len(HOSTILE)], batch[len(HOSTILE):]
     after_control = verify_many([_cfg(CONTROL, cache)], jobs=1)[0]
     after = fingerprint(cache)
     got = {n: (v.reason, v.detail[:200], v.isolation) for n, v in zip(HOSTILE, verdicts, strict=True)}
     (tmp_path / "hostile_verdicts.json").write_text(json.dumps(got, indent=1))
     assert {n: r for n, (r, _, _) in got.items()} == {n: EXPECTED[n]["reason"] for n in HOSTILE}, got
+    assert all(v.correct for v in beside), [(v.reason, v.detail[:300]) for v in beside]  # none killed or disturbed
     assert after["package"] == before["package"]
     assert after["names"] == before["names"]
     assert after["cache"] == before["cache"]

@@ -208,10 +208,11 @@ def _repeated(name: str, tasks: list[SeedTask], args: argparse.Namespace) -> dic
         run["per_hour"] = per_hour(run)
         runs.append(run)
         print(f"{name} run {len(runs)}: {run['per_hour']:.0f} verified/hour", flush=True)
-    figures = sorted(r["per_hour"] for r in runs)
-    median = sorted(runs, key=lambda r: r["per_hour"])[(len(runs) - 1) // 2]
-    return median | {"runs_per_hour": [r["per_hour"] for r in runs], "per_hour_median": statistics.median(figures),
-                     "per_hour_range": [figures[0], figures[-1]]}
+    ranked = sorted(runs, key=lambda r: r["per_hour"])
+    figures = [r["per_hour"] for r in ranked]
+    return ranked[(len(runs) - 1) // 2] | {"runs_per_hour": [r["per_hour"] for r in runs],
+                                           "per_hour_median": statistics.median(figures),
+                                           "per_hour_range": [figures[0], figures[-1]]}
 
 
 def _load(path: Path, tasks: list[SeedTask], args: argparse.Namespace) -> dict:

@@ -42,7 +42,7 @@ HARNESS_MODULES = ("kernelwright.verifier.runner", "kernelwright.verifier.channe
                    "kernelwright.verifier.isolation", "kernelwright.verifier.inputs", "kernelwright.verifier.guard",
                    "kernelwright.verifier.timer", "kernelwright.verifier.timing", "kernelwright.verifier.profiling",
                    "kernelwright.verifier.tolerance", "kernelwright.verifier.sandbox",
-                   "kernelwright.verifier.seccomp")
+                   "kernelwright.verifier.seccomp", "kernelwright.verifier.runner_uid")
 
 
 def _harness_modules() -> list[tuple[str, ModuleType]]:

@@ -5,7 +5,8 @@
   the judge runs, from a folder the runner cannot write;
 - `started_runner`: the scratch folder (the problem and the candidate copied in, owned by the
   runner's user), the runner started as that user with only the channel's pipes and its stderr
-  file, the `ready` reply awaited; on exit the runner is killed and the scratch removed;
+  file, the `ready` reply awaited; on exit the runner is killed, every process left under its uid
+  with it (runner_uid.sweep, when the uid is its own), and the scratch removed;
 - `RUNNER_REASONS`: the rejections a runner may report of its own candidate. Anything else it
   reports is `malformed_report`: no runner can hand out a pass, a speedup or another's reason.
 """
@@ -28,6 +29,7 @@ from typing import IO
 from kernelwright.verifier.channel import Channel, field
 from kernelwright.verifier.forkserver import Spawned, SpawnRefused, spawn
 from kernelwright.verifier.judge_timing import Link
+from kernelwright.verifier.runner_uid import TASKS_MAX, is_dedicated, sweep
 from kernelwright.verifier.sandbox import import_roots, make_scratch, remove_scratch, runner_env
 from kernelwright.verifier.spec import Spec
 from kernelwright.verifier.timing import TimingSettings
@@ -50,7 +52,8 @@ def _settings(spec: Spec, scratch: Path) -> dict[str, object]:
     return {"problem": str(scratch / "problem.py"), "candidate": str(scratch / "candidate.py"),
             "scratch": str(scratch), "memory_fraction": spec.memory_fraction, "split_build": spec.split_build,
             "pch_lock": spec.pch_lock, "profiler_warm_up": spec.timing and spec.profiler_warm_up,
-            "timing": asdict(TimingSettings.of(spec))}
+            "timing": asdict(TimingSettings.of(spec)),
+            "tasks_max": TASKS_MAX if spec.runner_user and is_dedicated(int(spec.runner_user[0])) else None}
 
 
 def _user(spec: Spec) -> tuple[int, int, str] | None:
@@ -125,12 +128,13 @@ def started_runner(spec: Spec) -> Iterator[RunnerHandle]:
             yield RunnerHandle(link, proc, err, _user(spec))
         finally:
             _stop(proc, (to_runner, from_runner))
+            sweep(_user(spec))  # what the candidate left running under its uid
             remove_scratch(scratch)
 
 
 def _isolation(ready: dict[str, object], user: tuple[int, int, str] | None) -> str:
     who = f"user {user[2]}" if user is not None else f"uid {os.getuid()} (the judge's)"
-    return f"{who}, {str(field(ready, 'isolation', str))[:80]}, python -I, no network"
+    return f"{who}, {str(field(ready, 'isolation', str))[:200]}, python -I, no network"
 
 
 def _start(spec: Spec, scratch: Path, err_fd: int) -> tuple[subprocess.Popen | Spawned, int, int]:

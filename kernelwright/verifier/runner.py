@@ -47,6 +47,7 @@ from kernelwright.verifier.isolation import (
     thread_count,
 )
 from kernelwright.verifier.profiling import custom_share, profiler_started_alongside
+from kernelwright.verifier.runner_uid import limit_tasks
 from kernelwright.verifier.sandbox import confine, die_with_parent
 from kernelwright.verifier.seccomp import deny_reaching_out
 from kernelwright.verifier.timer import Timer
@@ -254,6 +255,8 @@ def main(argv: list[str]) -> None:
     torch.cuda.init()
     torch.cuda.set_per_process_memory_fraction(float(settings["memory_fraction"]))
     isolation = f"{confine([scratch])}, {deny_reaching_out()}"
+    if settings.get("tasks_max"):  # a uid of its own: the cap counts this runner's tasks only
+        isolation += f", {limit_tasks(int(settings['tasks_max']))}"
     no_network()
     patch_load_inline(str(scratch / "builds"), bool(settings["split_build"]), settings.get("pch_lock"))
     end.reply("ready", isolation=isolation)

@@ -33,6 +33,7 @@ from kernelwright.cuda.torch_calls import scan_candidate
 from kernelwright.errors import NoCudaDevice, UsageError
 from kernelwright.verifier.forkserver import ForkServer, Spawned, SpawnRefused, started_server
 from kernelwright.verifier.problems import parse_problem_source
+from kernelwright.verifier.runner_uid import dedicated_user
 from kernelwright.verifier.sandbox import import_roots, plain_env, runner_user
 from kernelwright.verifier.spec import Spec
 from kernelwright.verifier.verdict import JUDGE_VERSION, MalformedReport, Verdict, parse_report
@@ -252,7 +253,7 @@ def make_spec(cfg: VerifyConfig, lock: str | None = None, pch_lock: str | None =
                 split_build=cfg.split_build, timing_lock=lock, pch_lock=pch_lock,
                 profiler_warm_up=cfg.profiler_warm_up, min_custom_share=cfg.min_custom_share,
                 timing_seed=10_000 + secrets.randbelow(2**30),  # the candidate cannot know its timed inputs
-                runner_user=list(user) if (user := runner_user()) is not None else None)
+                runner_user=list(dedicated_user(user)) if (user := runner_user()) is not None else None)
 
 
 def verify_one(cfg: VerifyConfig) -> Verdict:

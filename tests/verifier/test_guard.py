@@ -19,6 +19,7 @@ from kernelwright.verifier import (
     isolation,
     profiling,
     runner,
+    runner_uid,
     sandbox,
     seccomp,
     spec,
@@ -88,7 +89,7 @@ def test_harness_function_and_timer_method(guard: HarnessGuard, restore: list) -
 HARNESS_FUNCTIONS = [(runner, "serve"), (channel, "save_output"), (spec, "Progress"), (isolation, "import_file"),
                      (inputs, "poison"), (guard_module, "_nn_classes"), (timer, "_cudart"), (timing, "median_ms"),
                      (profiling, "custom_share"), (tolerance, "judge"), (sandbox, "confine"),
-                     (seccomp, "deny_reaching_out")]
+                     (seccomp, "deny_reaching_out"), (runner_uid, "limit_tasks")]
 HARNESS_IDS = [mod.__name__.rsplit(".", 1)[-1] for mod, _ in HARNESS_FUNCTIONS]
 
 

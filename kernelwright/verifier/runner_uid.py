@@ -85,6 +85,8 @@ def dedicated_user(base: tuple[int, int, str]) -> tuple[int, int, str]:
     for _ in range(64):
         uid = UID_FIRST + secrets.randbelow(UID_SPAN)
         if uid not in busy:
+            if len(_handed) >= 4096:  # a long-lived server: swept uids may come round again
+                _handed.clear()
             _handed.add(uid)
             return uid, base[1], f"uid {uid} (its own)"
     return base

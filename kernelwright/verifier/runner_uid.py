@@ -26,7 +26,9 @@ import subprocess
 
 UID_FIRST = 1 << 20  # above every account and system range
 UID_SPAN = 1 << 20
-TASKS_MAX = 1024  # processes + threads of one runner's uid: torch's threads and a build's compilers fit well under it
+# processes + threads of one runner's uid: torch's thread pools (one thread a core) and a build's
+# compilers fit well under it
+TASKS_MAX = max(1024, 8 * (os.cpu_count() or 1))
 
 _handed: set[int] = set()
 

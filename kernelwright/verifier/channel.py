@@ -3,7 +3,9 @@
 - `Channel` (judge side): sends a request as one JSON line on the runner's stdin and reads one
   JSON line back from the reply pipe, within a time limit. A reply is data from the candidate's
   process: anything that is not one JSON object under `MAX_REPLY_BYTES` is `ChannelBroken`, and
-  a dead runner is `RunnerGone`; neither is ever an exception the judge does not catch.
+  a dead runner is `RunnerGone`; neither is ever an exception the judge does not catch. A runner
+  that wrote a line nobody asked for and ended before the next request (a forged verdict, written
+  at import) is `ChannelBroken` too: what it left on the channel is read before it is called gone.
 - `RunnerEnd` (runner side): reads requests and writes replies on descriptors the runner took
   before the candidate was imported (its stdout goes to stderr then: a candidate's print cannot
   reach the channel by accident, and whatever it writes there on purpose is only a reply to check).
@@ -72,11 +74,28 @@ class Channel:
         return parse_reply(line)
 
     def request(self, op: str, timeout_s: float, **fields: Any) -> dict[str, Any]:
-        self.send(op, **fields)
+        try:
+            self.send(op, **fields)
+        except RunnerGone:
+            self._left_unasked()
+            raise
         reply = self.receive(timeout_s)
         if reply.get("op") != op:
             raise ChannelBroken(f"a reply to {reply.get('op')!r} where one to {op!r} was due")
         return reply
+
+    def _left_unasked(self) -> None:
+        """After a request the runner could no longer take: a whole line it wrote before it ended,
+        unread so far, answers no request (ChannelBroken); nothing left: the caller's RunnerGone."""
+        while b"\n" not in self._buffer and len(self._buffer) <= MAX_REPLY_BYTES:
+            ready, _, _ = select.select([self._in], [], [], 0)
+            chunk = os.read(self._in, 65536) if ready else b""
+            if not chunk:
+                break
+            self._buffer += chunk
+        if b"\n" in self._buffer:
+            line = self._buffer.split(b"\n", 1)[0]
+            raise ChannelBroken(f"a line that answers no request, left by a runner that then ended: {line[:80]!r}")
 
 
 def parse_reply(line: bytes) -> dict[str, Any]:

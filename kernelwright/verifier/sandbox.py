@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import glob
+import logging
 import os
 import pwd
 import shutil
@@ -27,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # x86-64 and aarch64 alike
 _RULESET_VERSION = 1
@@ -57,7 +60,12 @@ def runner_user() -> tuple[int, int, str] | None:
         user = entry.pw_uid, entry.pw_gid, entry.pw_name
     except KeyError:
         user = 65534, 65534, "uid 65534"
-    return user if _can_run_as(user[0], user[1]) else None
+    why = _why_not_run_as(user[0], user[1])
+    if why:
+        log.warning("runners will share the judge's user (root), confined by Landlock and seccomp only: "
+                    "%s cannot start one (%s)", user[2], why)
+        return None
+    return user
 
 
 def import_roots() -> list[str]:
@@ -72,17 +80,20 @@ def import_roots() -> list[str]:
     return list(dict.fromkeys(roots))
 
 
-def _can_run_as(uid: int, gid: int) -> bool:
-    """Whether that user can start the runner: this Python, torch and what the runner imports."""
+def _why_not_run_as(uid: int, gid: int) -> str:
+    """Why that user cannot start the runner (this Python, torch and what the runner imports); "" if it can."""
     probe = (f"import sys; sys.path[:0] = {import_roots()!r}; "
              "import torch, kernelwright.verifier.runner, kernelwright.cuda.split_build")
     try:
         done = subprocess.run([sys.executable, "-I", "-c", probe], user=uid, group=gid, extra_groups=[],
                               cwd="/", capture_output=True, timeout=120, check=False,
                               env={"PATH": os.environ.get("PATH", ""), "HOME": "/"})
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{type(exc).__name__}: {exc}"[:300]
+    if done.returncode != 0:
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        return (lines[-1] if lines else f"exit status {done.returncode}")[:300]
+    return ""
 
 
 def die_with_parent() -> None:

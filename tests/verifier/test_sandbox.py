@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.verifier import judge_process
+from kernelwright.verifier import judge_process, sandbox
 from kernelwright.verifier.sandbox import import_roots, landlock_abi, make_scratch, remove_scratch, runner_env
 
 CONFINED = """
@@ -75,3 +75,16 @@ def test_the_runner_environment_names_only_its_scratch(tmp_path: Path, monkeypat
     finally:
         remove_scratch(scratch)
     assert not scratch.exists()
+
+
+def test_a_user_that_cannot_start_the_runner_is_said_loudly(monkeypatch: pytest.MonkeyPatch,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(sandbox, "_why_not_run_as", lambda uid, gid: "ModuleNotFoundError: No module named 'torch'")
+    sandbox.runner_user.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger="kernelwright.verifier.sandbox"):
+            assert sandbox.runner_user() is None
+    finally:
+        sandbox.runner_user.cache_clear()
+    assert "share the judge's user" in caplog.text and "No module named 'torch'" in caplog.text

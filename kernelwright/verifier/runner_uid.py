@@ -65,17 +65,20 @@ def _range_usable(gid: int) -> bool:
 
 
 def uids_in_use() -> set[int]:
-    """The real and effective uids of every process now (from /proc/PID/status)."""
+    """The real and effective uids of every live process now (from /proc/PID/status; a zombie, dead
+    and waiting for a parent that may never reap it, runs nothing and is left out)."""
     found: set[int] = set()
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/status", encoding="ascii", errors="replace") as fh:
-                line = next((ln for ln in fh if ln.startswith("Uid:")), "")
-        except OSError:
+                fields = dict(ln.split(":", 1) for ln in fh if ln.startswith(("State:", "Uid:")))
+        except (OSError, ValueError):
             continue
-        found.update(int(v) for v in line.split()[1:3] if v.isdigit())
+        if fields.get("State", "").split()[:1] in (["Z"], ["X"]):
+            continue
+        found.update(int(v) for v in fields.get("Uid", "").split()[:2] if v.isdigit())
     return found
 
 

@@ -89,3 +89,21 @@ def test_a_shared_uid_is_never_swept(monkeypatch: pytest.MonkeyPatch) -> None:
     sweep(NOBODY)
     sweep(None)
     assert ran == []
+
+
+@root_only
+def test_a_zombie_holds_no_uid() -> None:
+    if not runner_uid._range_usable(65534):
+        pytest.skip("this machine cannot start processes under the dedicated uid range")
+    user = dedicated_user(NOBODY)
+    child = subprocess.Popen(["/bin/sh", "-c", "exit 0"], user=user[0], group=user[1], extra_groups=[], cwd="/")
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # exited, not yet reaped: a zombie
+            with open(f"/proc/{child.pid}/status", encoding="ascii") as fh:
+                if "State:\tZ" in fh.read():
+                    break
+            time.sleep(0.02)
+        assert user[0] not in uids_in_use()
+    finally:
+        child.wait()

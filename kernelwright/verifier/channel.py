@@ -85,17 +85,13 @@ class Channel:
         return reply
 
     def _left_unasked(self) -> None:
-        """After a request the runner could no longer take: a whole line it wrote before it ended,
-        unread so far, answers no request (ChannelBroken); nothing left: the caller's RunnerGone."""
-        while b"\n" not in self._buffer and len(self._buffer) <= MAX_REPLY_BYTES:
-            ready, _, _ = select.select([self._in], [], [], 0)
-            chunk = os.read(self._in, 65536) if ready else b""
-            if not chunk:
-                break
-            self._buffer += chunk
-        if b"\n" in self._buffer:
-            line = self._buffer.split(b"\n", 1)[0]
-            raise ChannelBroken(f"a line that answers no request, left by a runner that then ended: {line[:80]!r}")
+        """After a request the runner could no longer take: a reply it wrote before it ended, unread
+        so far, answers no request (ChannelBroken); nothing whole left: the caller's RunnerGone."""
+        try:
+            left = self.receive(0.1)  # its writer is gone or going: what is in the pipe is all there is
+        except RunnerGone:
+            return
+        raise ChannelBroken(f"a line that answers no request, left by a runner that then ended: {str(left)[:80]}")
 
 
 def parse_reply(line: bytes) -> dict[str, Any]:

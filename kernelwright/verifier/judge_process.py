@@ -53,7 +53,7 @@ def _settings(spec: Spec, scratch: Path) -> dict[str, object]:
             "scratch": str(scratch), "memory_fraction": spec.memory_fraction, "split_build": spec.split_build,
             "pch_lock": spec.pch_lock, "profiler_warm_up": spec.timing and spec.profiler_warm_up,
             "timing": asdict(TimingSettings.of(spec)),
-            "tasks_max": TASKS_MAX if spec.runner_user and is_dedicated(int(spec.runner_user[0])) else None}
+            "tasks_max": TASKS_MAX if (user := _user(spec)) is not None and is_dedicated(user[0]) else None}
 
 
 def _user(spec: Spec) -> tuple[int, int, str] | None:
@@ -120,15 +120,16 @@ class RunnerHandle:
 @contextlib.contextmanager
 def started_runner(spec: Spec) -> Iterator[RunnerHandle]:
     """A started runner (call `ready` first); killed and its scratch folder removed on exit."""
-    scratch = make_scratch(_user(spec))
+    user = _user(spec)
+    scratch = make_scratch(user)
     with tempfile.TemporaryFile(prefix="kw_runner_err_") as err:
         proc, to_runner, from_runner = _start(spec, scratch, err.fileno())
         link = Link(Channel(to_runner, from_runner), scratch / "out")
         try:
-            yield RunnerHandle(link, proc, err, _user(spec))
+            yield RunnerHandle(link, proc, err, user)
         finally:
             _stop(proc, (to_runner, from_runner))
-            sweep(_user(spec))  # what the candidate left running under its uid
+            sweep(user)  # what the candidate left running under its uid
             remove_scratch(scratch)
 
 

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # x86-64 and aarch64 alike
 _RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
-_PR_SET_NO_NEW_PRIVS = 38
+PR_SET_NO_NEW_PRIVS = 38  # prctl: Landlock and seccomp filters both need it
 _O_PATH = getattr(os, "O_PATH", 0o10000000)
 
 
@@ -182,7 +182,7 @@ def confine(writable: list[Path]) -> str:
     try:
         for path in [*map(str, writable), *_device_files()]:
             _allow(libc, ruleset, path, rights if os.path.isdir(path) else rights & _file_rights(abi))
-        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             return f"no landlock: no_new_privs failed (errno {ctypes.get_errno()})"
         if int(libc.syscall(_RESTRICT_SELF, ruleset, ctypes.c_uint32(0))) != 0:
             return f"no landlock: restrict_self failed (errno {ctypes.get_errno()})"

@@ -2,15 +2,16 @@
 
     (called by kernelwright.verifier.runner after Landlock, before the candidate is imported)
 
-Every runner runs as the same unprivileged user, so without more a hostile runner could attach
-to another candidate's runner (or to the compilers it starts) and change what that one computes
-or reports. `deny_reaching_out` installs, on every thread of the process (TSYNC) and on all it
+Runners may share one unprivileged user (`nobody`, where no uid of its own can be had:
+runner_uid.py), and a runner's user can reach its own processes, so without more a hostile runner
+could attach to another candidate's runner (or to the compilers it starts) and change what that
+one computes or reports. `deny_reaching_out` installs, on every thread of the process (TSYNC) and on all it
 starts, a filter that answers EPERM to:
 - `ptrace`, `process_vm_readv`, `process_vm_writev`, `pidfd_getfd`: another process's memory,
   registers or descriptors;
 - a signal to any process but itself (`kill`, `tkill`, `tgkill`, `rt_sigqueueinfo`,
   `rt_tgsigqueueinfo` to another pid, `pidfd_open` of one, any `pidfd_send_signal`, which also
-  takes a `/proc/PID` folder): another runner of the same user could otherwise be killed, and
+  takes a `/proc/PID` folder): another runner of a shared user could otherwise be killed, and
   its candidate reported as crashed;
 - `socket` for AF_INET and AF_INET6: the network, below Python (the runner's channel is a pipe;
   AF_UNIX stays, which the CUDA driver may use);
@@ -30,7 +31,8 @@ import os
 import platform
 from dataclasses import dataclass
 
-_PR_SET_NO_NEW_PRIVS = 38
+from kernelwright.verifier.sandbox import PR_SET_NO_NEW_PRIVS
+
 _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 _RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1
 _AF_INET, _AF_INET6 = 2, 10
@@ -87,7 +89,7 @@ def deny_reaching_out() -> str:
     if machine not in _ABIS:
         return f"no seccomp: no filter written for {machine}"
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return f"no seccomp: no_new_privs failed (errno {ctypes.get_errno()})"
     code = program(machine, os.getpid())
     filters = (_Filter * len(code))(*[_Filter(*ins) for ins in code])

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -57,6 +59,13 @@ def _uid_alive(uid: int) -> bool:
     return uid in uids_in_use()
 
 
+def _until(done: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Wait until `done()` holds, or `seconds` have passed (the caller asserts)."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 @root_only
 def test_sweep_kills_what_the_candidate_left_under_its_uid() -> None:
     if not runner_uid._range_usable(65534):
@@ -68,14 +77,10 @@ def test_sweep_kills_what_the_candidate_left_under_its_uid() -> None:
                    group=user[1], extra_groups=[], cwd="/", check=True)
     bystander = subprocess.Popen(["sleep", "300"], user=other[0], group=other[1], extra_groups=[], cwd="/")
     try:
-        deadline = time.monotonic() + 10
-        while not _uid_alive(user[0]) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _until(lambda: _uid_alive(user[0]))
         assert _uid_alive(user[0])
         sweep(user)
-        deadline = time.monotonic() + 10
-        while _uid_alive(user[0]) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _until(lambda: not _uid_alive(user[0]))
         assert not _uid_alive(user[0])
         assert bystander.poll() is None  # another runner's uid is untouched
     finally:
@@ -98,12 +103,7 @@ def test_a_zombie_holds_no_uid() -> None:
     user = dedicated_user(NOBODY)
     child = subprocess.Popen(["/bin/sh", "-c", "exit 0"], user=user[0], group=user[1], extra_groups=[], cwd="/")
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # exited, not yet reaped: a zombie
-            with open(f"/proc/{child.pid}/status", encoding="ascii") as fh:
-                if "State:\tZ" in fh.read():
-                    break
-            time.sleep(0.02)
+        _until(lambda: "State:\tZ" in Path(f"/proc/{child.pid}/status").read_text())  # exited, not reaped
         assert user[0] not in uids_in_use()
     finally:
         child.wait()

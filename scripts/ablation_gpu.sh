@@ -10,11 +10,13 @@
 #    train[cuset] under one train-ablation parent run per seed, each version registered;
 # 4. the token-level NLL of every trained version on the held-out seed tasks, CUDA-sensitive vs other
 #    tokens (bench/heldout_token_nll.py -> WORKDIR/heldout_nll.json);
-# 5. evaluates every trained version on the held-out seed tasks with 4 samples each.
+# 5. evaluates every trained version on the held-out seed tasks with 4 samples each;
+# 6. the table (bench/cuset_ablation.py), logged as one parent run over all of the above.
 # Every step is an MLflow run in WORKDIR/mlflow.db; nothing here needs a network. Models stay on
 # the host: run everything there, then bring back WORKDIR/mlflow.db and WORKDIR/evaluate-*/.
 # Env: STEPS (training steps, default 300), SAMPLES (per held-out task, default 4), PRETRAIN_MINUTES
-# (default 25), PYTHON.
+# (default 25), MAX_NEW_TOKENS (per completion, default 1024), EVAL_BATCH (prompts per generate() call,
+# default 64), PYTHON.
 # Resumable: a step whose result is there is skipped (the base by its corpus digest and config, the
 # others by their output), and pretraining and training resume from their checkpoints, so the
 # sequence can run as several time-boxed commands on the same host, e.g. within one hour of a
@@ -25,6 +27,8 @@ WORKDIR="${1:-.kernelwright-ablation}"
 STEPS="${STEPS:-300}"
 SAMPLES="${SAMPLES:-4}"
 PRETRAIN_MINUTES="${PRETRAIN_MINUTES:-25}"
+MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-1024}"
+EVAL_BATCH="${EVAL_BATCH:-64}"
 KW="${PYTHON:-.venv/bin/python} -m kernelwright.cli"
 BASE="$WORKDIR/base-small"
 export KERNELWRIGHT_WORKDIR="$WORKDIR"
@@ -47,16 +51,21 @@ done
 MODELS=()
 for seed in 0 1 2; do for mode in plain cuset; do MODELS+=("$WORKDIR/train-seed$seed/$mode/final"); done; done
 # the primary figure: token-level NLL on the held-out seed tasks, sensitive vs other tokens, per version
-[ -e "$WORKDIR/heldout_nll.json" ] || PYTHONPATH=. ${PYTHON:-.venv/bin/python} bench/heldout_token_nll.py \
+[ -e "$WORKDIR/heldout_nll.json" ] || PYTHONPATH=".:${PYTHONPATH:-}" ${PYTHON:-.venv/bin/python} bench/heldout_token_nll.py \
     --data "$WORKDIR/curated-test" "${MODELS[@]}" --json "$WORKDIR/heldout_nll.json"
 
 for seed in 0 1 2; do
     for mode in plain cuset; do
         model="$WORKDIR/train-seed$seed/$mode/final"
         [ -e "$WORKDIR/evaluate-seed$seed-$mode/.done" ] && continue
-        $KW evaluate --model "$model" --samples "$SAMPLES" --temperature 0.8 --seed "$seed" \
+        $KW evaluate --model "$model" --samples "$SAMPLES" --temperature 0.8 \
+            --max-new-tokens "$MAX_NEW_TOKENS" --batch-size "$EVAL_BATCH" --seed "$seed" \
             --out "$WORKDIR/evaluate-seed$seed-$mode" --workdir "$WORKDIR"
         touch "$WORKDIR/evaluate-seed$seed-$mode/.done"
     done
 done
+# the table (means and spread across seeds), under one `cuset-ablation` parent run with the others as children
+PYTHONPATH=".:${PYTHONPATH:-}" ${PYTHON:-.venv/bin/python} bench/cuset_ablation.py "$WORKDIR" \
+    --json "$WORKDIR/cuset_ablation.json" --png "$WORKDIR/cuset_ablation.png" --markdown "$WORKDIR/cuset_ablation.md" \
+    --tracking-uri "sqlite:///$(cd "$WORKDIR" && pwd)/mlflow.db"
 echo "ablation done: MLflow store $WORKDIR/mlflow.db (kernelwright mlflow-server --workdir $WORKDIR)"

@@ -113,6 +113,7 @@ class Runner:
         like = torch.empty(req["like"]["shape"], dtype=getattr(torch, req["like"]["dtype"]), device="cuda")
         with own_launches_skipped() if req.get("skip_own") else contextlib.nullcontext(0) as skipped:
             outs = [self._run_checked(model, clone(inputs), like) for _ in range(int(req["repeat"]))]
+        self.no_new_threads()  # before any timing: a thread's work would load the GPU while it is timed
         return {"outputs": [self._save(out) for out in outs], "skipped": skipped}
 
     def time(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -154,9 +155,14 @@ class Runner:
     def finish(self, _req: dict[str, Any]) -> dict[str, Any]:
         assert self.guard is not None
         self.guard.check()
-        if thread_count() > self.threads:
-            raise Rejected("async_escape", f"the candidate started {thread_count() - self.threads} thread(s)")
+        self.no_new_threads()
         return {"build": ",".join(BUILD_PATHS)}
+
+    def no_new_threads(self) -> None:
+        """async_escape when the process has more threads than once the candidate was loaded and warm."""
+        started = thread_count() - self.threads
+        if started > 0:
+            raise Rejected("async_escape", f"the candidate started {started} thread(s)")
 
     # ------------------------------------------------------------ parts
 

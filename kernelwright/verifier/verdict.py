@@ -60,7 +60,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "5"  # 5: the decoy check
+JUDGE_VERSION = "6"  # 6: a line left by a gone runner, threads checked before timing; 5: the decoy check
 
 STATUSES = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "not_verified")
 

@@ -69,21 +69,24 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="first N seed solutions only (0: all)")
     parser.add_argument("--pch-dir", type=Path, help="reuse a precompiled header folder (default: a fresh one)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--host-frontend", default="auto", choices=["auto", "libclang", "gcc"],
+                        help="host checker (CompileCheckSettings.host_frontend)")
     args = parser.parse_args()
     tasks = load_seed_tasks()
     solutions = [(t.id, t.solution) for t in (tasks[: args.limit] if args.limit else tasks)]
     with tempfile.TemporaryDirectory(prefix="kw_bench_cc_") as tmp:
         pch_dir = args.pch_dir or Path(tmp) / "pch"
-        base = CompileCheckSettings(cache_dir=Path(tmp) / "warm", pch_dir=pch_dir, workers=args.workers)
+        base = CompileCheckSettings(cache_dir=Path(tmp) / "warm", pch_dir=pch_dir, workers=args.workers,
+                                    host_frontend=args.host_frontend)
         start = time.perf_counter()
         tools = toolchain(base)
         pch_s = time.perf_counter() - start
         check_candidate(WARMUP, CompileCheckSettings(cache_dir=Path(tmp) / "warm", pch_dir=pch_dir, host=False,
-                                                     workers=args.workers))
+                                                     workers=args.workers, host_frontend=args.host_frontend))
         passes = {}
         for name, host in (("device", False), ("device_host", True)):
             settings = CompileCheckSettings(cache_dir=Path(tmp) / name, pch_dir=pch_dir, host=host,
-                                            workers=args.workers)
+                                            workers=args.workers, host_frontend=args.host_frontend)
             print(f"--- {name}", flush=True)
             passes[name] = run_pass(solutions, settings)
         header = tools[2] if not isinstance(tools, str) else None

@@ -36,8 +36,16 @@ class CompileCheckSettings:
                 "False: host status 'skipped', and `ok` follows the device stage alone."})
     workers: int = field(default=2, metadata={
         "help": "Compiles run at once (threads driving g++, NVRTC worker processes). At least 1."})
+    host_frontend: str = field(default="auto", metadata={
+        "help": "Host checker: libclang (PyPI libclang: torch's templates instantiated once in its precompiled "
+                "header, ~2 s a check), gcc (g++ -fsyntax-only, ~8 s: its header cannot keep them), or auto "
+                "(libclang when installed, else gcc). Both need g++ for its C++ headers."})
     pch_dir: Path | None = field(default=None, metadata={
         "help": "Folder of the precompiled torch/extension.h (and the host header shims). None: <cache_dir>/pch."})
+
+    def __post_init__(self) -> None:
+        if self.host_frontend not in ("auto", "libclang", "gcc"):
+            raise ValueError(f"host_frontend must be auto, libclang or gcc, not {self.host_frontend!r}")
 
     @staticmethod
     def help() -> dict[str, str]:

@@ -8,8 +8,9 @@ become the NVRTC shims.
 Host: one translation unit holding, in order, the `host_view` of each CUDA source, the
 cpp_sources and the bindings load_inline generates (`m.def("f", torch::wrap_pybind_function(f),
 "f")` per function), each behind its own `#line`, after the precompiled torch/extension.h and
-`cuda.h` / `cuda_runtime.h`; checked with `g++ -fsyntax-only`. One unit pays torch's header cost
-once (most of it is g++ instantiating the header's pending templates, ~5 s, not reading the PCH).
+`cuda.h` / `cuda_runtime.h`; checked by libclang when it is installed (`clang_host`: its header
+keeps torch's instantiated templates, ~2 s a check), else with `g++ -fsyntax-only` (most of its
+~8 s is g++ instantiating the header's pending templates again, not reading the PCH).
 When that unit fails with a redefinition-type error (two sources defining the same name, fine
 in separate files), the sources are checked again as the separate files load_inline builds.
 """
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kernelwright.cuda import clang_host
 from kernelwright.cuda import compile_workers as workers
 from kernelwright.cuda import host_compile as hc
 from kernelwright.cuda.candidate_sources import Build
@@ -163,7 +165,9 @@ def _host_run(units: list[tuple[str, str]], own: dict[str, str], tools: Toolchai
         for name, text in [*own.items(), *units]:
             Path(tmp, name).write_text(text, encoding="utf-8")
         limits = workers.Limits(settings.timeout_s, settings.memory_mb)
-        rc, out, seconds, limit = hc.run_check(cxx, flags, pch, [n for n, _ in units], tmp, limits)
+        files = [n for n, _ in units]
+        rc, out, seconds, limit = (clang_host.run_check(flags, pch, files, tmp, limits) if cxx == clang_host.FRONTEND
+                                   else hc.run_check(cxx, flags, pch, files, tmp, limits))
     names = set(own) | {n for n, _ in units}
     return rc, filter_log(out, names, scrub=[tmp]), seconds, limit
 
@@ -194,7 +198,17 @@ def host_toolchain(settings: CompileCheckSettings) -> tuple[str, list[str]] | st
     cuda_include = hc.cuda_host_include()
     if cuda_include is None:
         return "no CUDA headers for the host compiler (crt/host_config.h: nvidia-cuda-crt or a CUDA toolkit)"
-    return cxx, hc.host_flags(tool_dir(settings), cuda_include)
+    flags = hc.host_flags(tool_dir(settings), cuda_include)
+    if settings.host_frontend == "gcc" or (settings.host_frontend == "auto" and clang_host.version() is None):
+        return cxx, flags
+    if clang_host.version() is None:
+        return "host_frontend is libclang, but the libclang package is not installed (pip install libclang)"
+    return clang_host.FRONTEND, clang_host.clang_flags(cxx, flags)
+
+
+def frontend_id(cxx: str) -> str:
+    """The host checker and its version (part of every cache key)."""
+    return clang_host.frontend_id() if cxx == clang_host.FRONTEND else hc.compiler_id(cxx)
 
 
 def toolchain(settings: CompileCheckSettings) -> Toolchain | str:
@@ -203,6 +217,8 @@ def toolchain(settings: CompileCheckSettings) -> Toolchain | str:
     if isinstance(tools, str):
         return tools
     cxx, flags = tools
+    if cxx == clang_host.FRONTEND:
+        return cxx, flags, clang_host.ensure_pch(tool_dir(settings), flags)
     return cxx, flags, hc.ensure_pch(tool_dir(settings), cxx, flags)
 
 
@@ -211,7 +227,7 @@ def host_stage(build: Build, settings: CompileCheckSettings, first: int = 0) -> 
     if isinstance(tools, str):
         return StageResult(UNAVAILABLE, tools)
     cxx, flags = tools
-    key = _key("host", CHECK_VERSION, hc.compiler_id(cxx), flags, hc.torch_version(),
+    key = _key("host", CHECK_VERSION, frontend_id(cxx), flags, hc.torch_version(),
                host_units(build, True, True, first))
 
     def compile_now() -> tuple[StageResult, bool]:

@@ -123,7 +123,7 @@ CHECK_FLAGS = ["-fsyntax-only", "-Winvalid-pch", "-Wno-attributes", "-fdiagnosti
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -162,7 +162,7 @@ def ensure_pch(pch_root: Path, cxx: str, flags: list[str]) -> Path | None:
     with _PCH_LOCK:
         if folder in _PCH_MEMO:
             return _PCH_MEMO[folder]
-        with _file_lock(folder.with_suffix(".lock")):
+        with file_lock(folder.with_suffix(".lock")):
             ready = (folder / "pch.json").is_file() and (folder / "kw_torch.h.gch").is_file()
             ok = ready or _build_pch(folder, cxx, flags)
         _PCH_MEMO[folder] = folder / "kw_torch.h" if ok else None

@@ -57,7 +57,7 @@ def from_result(result: Any) -> tuple[CompileInfo, list[str]]:
 def settings_for(module: Any, cfg: ServeConfig) -> Any:
     """The compile check's settings from the server's config (fields it does not have are left out)."""
     wanted: dict[str, Any] = {"host": cfg.compile_host, "timeout_s": cfg.compile_timeout_s,
-                              "workers": cfg.compile_workers}
+                              "workers": cfg.compile_workers, "host_frontend": cfg.compile_host_frontend}
     if cfg.compile_cache_dir:
         wanted["cache_dir"] = Path(cfg.compile_cache_dir)
     cls = module.CompileCheckSettings

@@ -94,9 +94,12 @@ class ServeConfig:
         "help": "Longest reference_code, instruction, prompt or message text, in characters."})
     compile_workers: int = field(default=2, metadata={"help": "Compiles run at once for one request (1 or more)."})
     compile_host: bool = field(default=True, metadata={
-        "help": "Also run the host stage of the compile check (g++ syntax check against torch headers; the "
-                "first check builds a precompiled header, about a minute). False: device stage (NVRTC) only, "
+        "help": "Also run the host stage of the compile check (a syntax check against torch headers; the "
+                "first check builds a precompiled header, 10-60 s). False: device stage (NVRTC) only, "
                 "host status 'skipped'."})
+    compile_host_frontend: str = field(default="auto", metadata={
+        "help": "Host stage checker: libclang (~1 s a check), gcc (g++, ~8 s), or auto (libclang when "
+                "installed, else gcc)."})
     compile_timeout_s: float = field(default=60.0, metadata={
         "help": "Wall-clock (and CPU-time) limit per compile, in seconds. 0: no limit."})
     compile_cache_dir: str | None = field(default=None, metadata={
@@ -146,6 +149,8 @@ class ServeConfig:
             raise ValueError("rate_limit_per_minute must be 0 (no limit) or more")
         if self.max_queue < 0 or self.compile_workers < 1:
             raise ValueError("max_queue must be 0 (no limit) or more, compile_workers 1 or more")
+        if self.compile_host_frontend not in ("auto", "libclang", "gcc"):
+            raise ValueError(f"compile_host_frontend must be auto, libclang or gcc, not {self.compile_host_frontend!r}")
         if self.batching not in ("continuous", "sequential"):
             raise ValueError(f"batching must be continuous or sequential, not {self.batching!r}")
         if min(self.cb_num_blocks, self.cb_max_batch_tokens, self.cb_max_requests_per_batch) < 0:

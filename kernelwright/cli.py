@@ -103,7 +103,8 @@ def closing_line(ev: EvaluateResult) -> str:
         figures += f", fast_0 {m['fast_0']:.2f}, fast_1 {m['fast_1']:.2f}, gpu_verified true"
     else:
         figures += f", gpu_verified false ({ev.gpu_reason.split(':')[0]})"
-    return f"evaluation: {figures}; gate: {ev.gate_note}"
+    return f"evaluation: {figures} (generate {ev.generate_s:.0f} s, check {ev.check_s:.0f} s); " \
+           f"gate: {ev.gate_note}"
 
 
 def _in_stage_run(name: str, cfg: StageConfig, fn: Callable[[], T]) -> T:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -121,6 +122,8 @@ class EvaluateResult:
     gate: GateDecision | None
     gate_note: str
     gpu_reason: str = NO_GPU_REASON  # why nothing was GPU-verified (when gpu_verified is false)
+    generate_s: float = 0.0  # wall time of generation (0 with --generations)
+    check_s: float = 0.0  # wall time of the checks: static, NVRTC and, with a GPU, verification
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -228,16 +231,20 @@ def evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
     plan = plan or plan_evaluation(cfg)
     workdir = resolve_workdir(cfg.workdir)
     ref = resolve_ref(plan.model) if plan.model else None
+    start = time.perf_counter()
     if plan.generate:
         assert ref is not None
         generate_into(plan.generations, plan.problems, ref, cfg)
+    generated = time.perf_counter()
     cands = candidates_from(plan.generations, plan.problems, cfg.samples)
     jobs = cfg.jobs or os.cpu_count() or 1
     with verification(cfg, verifier) as (verify, gpu, reason):
         rows = check_candidates(cands, verify_config(cfg, workdir), jobs, gpu, verify, reason)
+    checked = time.perf_counter()
     figures = suite_figures(rows, gpu, reason, cfg.own_kernel_share)
     decision, note = _gate(ref, cfg, gpu, figures.overall, suite_id(plan.problems, cfg.samples))
-    result = EvaluateResult(figures, rows, gpu, decision, note, reason)
+    result = EvaluateResult(figures, rows, gpu, decision, note, reason, generate_s=round(generated - start, 2),
+                            check_s=round(checked - generated, 2))
     write_report(plan.out, result_json(cfg, result), figures, rows, gpu)
     if mlflow.active_run() is not None:
         _log(cfg, plan.out, result, ref)
@@ -249,6 +256,7 @@ def result_json(cfg: EvaluateConfig, result: EvaluateResult) -> dict[str, Any]:
         "metrics": result.metrics, "not_applicable": result.figures.flat_not_applicable(),
         "gpu_verified": result.gpu_verified, "gpu_reason": "" if result.gpu_verified else result.gpu_reason,
         "gate": asdict(result.gate) if result.gate else None, "gate_note": result.gate_note,
+        "seconds": {"generate_s": result.generate_s, "check_s": result.check_s},
         "config": config_record(cfg), "samples": [asdict(r) for r in result.rows],
     }
 
@@ -260,7 +268,8 @@ def _table(rows: list[Row]) -> dict[str, list[Any]]:
 
 def _log(cfg: EvaluateConfig, out: Path, result: EvaluateResult, ref: ModelRef | None) -> None:
     mlflow.log_params({**config_to_params(cfg, "evaluate."), "evaluate.model_uri": ref.uri if ref else ""})
-    mlflow.log_metrics({f"evaluate.{k}": v for k, v in result.metrics.items()})
+    mlflow.log_metrics({f"evaluate.{k}": v for k, v in result.metrics.items()}
+                       | {"evaluate.generate_s": result.generate_s, "evaluate.check_s": result.check_s})
     mlflow.log_dict(result.figures.flat_not_applicable(), "evaluate/not_applicable.json")
     mlflow.set_tags({"gpu_verified": str(result.gpu_verified).lower(),
                      "gpu_reason": "" if result.gpu_verified else result.gpu_reason,

@@ -80,6 +80,8 @@ def test_cpu_evaluation_reports_no_speed_figures(suite: Path, generations: Path,
     assert result.gate is None and "not GPU-verified" not in result.gate_note  # a path: no registered version
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
     assert saved["gpu_verified"] is False and len(saved["samples"]) == 4
+    assert saved["seconds"] == {"generate_s": result.generate_s, "check_s": result.check_s}
+    assert min(result.generate_s, result.check_s) >= 0.0
     assert (tmp_path / "out" / "per_category.png").is_file()
 
 

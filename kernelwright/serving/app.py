@@ -4,8 +4,10 @@ The lifespan starts loading the model off the event loop (with the openai backen
 the engine to answer) and returns at once, so `/healthz` answers while the weights load and
 `/readyz` (and every /v1 route) answers 503 until they are in; a load that fails keeps `/readyz`
 at 503 with the reason. Once loaded, the registry alias is polled (reload.py) and a version it
-moves to replaces the served one without a restart. At shutdown the app drains the requests in
-flight, then closes the served backend (which stops the continuous-batching engine).
+moves to replaces the served one without a restart. Meanwhile a daemon thread builds the compile
+check's precompiled header, so the first request that compiles does not wait for it. At shutdown
+the app drains the requests in flight, then closes the served backend (which stops the
+continuous-batching engine).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from litestar.plugins.prometheus import PrometheusConfig
 
 from kernelwright import __version__
 from kernelwright.serving.backend import ServingBackend
+from kernelwright.serving.compiling import prepare_in_background
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.lifecycle import drain
 from kernelwright.serving.limits import add_headers, http_error, server_error
@@ -55,6 +58,8 @@ def _lifespan(loader: Loader | None, reloader: Reloader | None, interval_s: floa
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         app.state.draining = False  # a lifespan started again (in tests) serves again
         tasks = [asyncio.create_task(_load(app.state, loader))] if loader is not None else []
+        if loader is not None:  # a served model (not a test's backend): the compile check's header meanwhile
+            prepare_in_background(app.state.cfg)
         if reloader is not None and interval_s > 0:
             tasks.append(asyncio.create_task(watch(app.state, reloader, interval_s)))
         try:

@@ -12,6 +12,7 @@ import dataclasses
 import importlib
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,35 @@ def settings_for(module: Any, cfg: ServeConfig) -> Any:
     cls = module.CompileCheckSettings
     known = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
     return cls(**{k: v for k, v in wanted.items() if k in known})
+
+
+def prepare(cfg: ServeConfig) -> None:
+    """Build the host stage's precompiled torch header now (10-60 s, once per machine and toolchain), so that
+    the first request that compiles does not wait for it; requests meanwhile wait on the header's lock."""
+    module = _module()
+    if module is None or not cfg.compile_host:
+        return
+    start = time.perf_counter()
+    try:
+        stages = importlib.import_module("kernelwright.cuda.compile_stages")
+        tools = stages.toolchain(settings_for(module, cfg))
+    except Exception as exc:  # noqa: BLE001 - a request builds it again, and reports what fails
+        log.warning("the compile check's precompiled header could not be prepared: %s", exc)
+        return
+    if isinstance(tools, str):
+        log.info("no host stage here: %s", tools)
+    else:
+        log.info("compile check ready (host checker %s, header %s) in %.1f s", tools[0], tools[2],
+                 time.perf_counter() - start)
+
+
+def prepare_in_background(cfg: ServeConfig) -> threading.Thread | None:
+    """`prepare` on a daemon thread (a shutdown does not wait for it); None when there is no host stage."""
+    if not cfg.compile_host:
+        return None
+    thread = threading.Thread(target=prepare, args=(cfg,), name="kw-compile-prepare", daemon=True)
+    thread.start()
+    return thread
 
 
 def check_sync(codes: Sequence[str], cfg: ServeConfig) -> list[tuple[CompileInfo, list[str]]]:

@@ -23,6 +23,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import os
 import sys
 import threading
@@ -34,6 +35,7 @@ from kernelwright import atomic
 from kernelwright.cuda import host_compile as hc
 from kernelwright.cuda.compile_workers import Limits, run_limited
 
+log = logging.getLogger(__name__)
 FRONTEND = "libclang"  # the compiler name the host stage uses for this checker
 INSTANTIATE = "-fpch-instantiate-templates"
 PCH_OPTIONS = "incomplete,skip-function-bodies," + INSTANTIATE  # how the header is built (part of its key)
@@ -85,6 +87,8 @@ def _build(folder: Path, flags: list[str]) -> bool:
                        env=hc.ENV)
     if done.returncode != 0 or not tmp.is_file():
         tmp.unlink(missing_ok=True)
+        log.warning("libclang could not build the precompiled torch header (exit %s, %s): %s", done.returncode,
+                    done.limit or "no limit hit", done.output.strip()[:2000])
         return False
     os.replace(tmp, folder / "kw_torch.pch")
     atomic.write_json(folder / "pch.json", {"build_seconds": round(done.seconds, 2), "bytes": os.path.getsize(

@@ -17,6 +17,7 @@ in separate files), the sources are checked again as the separate files load_inl
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -218,7 +219,13 @@ def toolchain(settings: CompileCheckSettings) -> Toolchain | str:
         return tools
     cxx, flags = tools
     if cxx == clang_host.FRONTEND:
-        return cxx, flags, clang_host.ensure_pch(tool_dir(settings), flags)
+        pch = clang_host.ensure_pch(tool_dir(settings), flags)
+        if pch is not None or settings.host_frontend == "libclang":
+            return cxx, flags, pch
+        # auto: without its header libclang would parse all of torch's headers in every check; g++ instead
+        tools = host_toolchain(dataclasses.replace(settings, host_frontend="gcc"))
+        assert not isinstance(tools, str)  # the same compiler and headers were found a moment ago
+        cxx, flags = tools
     return cxx, flags, hc.ensure_pch(tool_dir(settings), cxx, flags)
 
 

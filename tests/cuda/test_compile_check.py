@@ -297,3 +297,16 @@ def test_without_libclang_auto_takes_gcc_and_libclang_says_why(tmp_path: Path,
     assert not isinstance(auto, str) and auto[0] == host_compile.find_compiler()
     named = compile_stages.host_toolchain(CompileCheckSettings(cache_dir=tmp_path, host_frontend="libclang"))
     assert isinstance(named, str) and "libclang package is not installed" in named
+
+
+def test_a_libclang_header_that_cannot_be_built_sends_auto_to_gcc(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelwright.cuda import clang_host, compile_stages
+
+    monkeypatch.setattr(clang_host, "version", lambda: "18.1.1")
+    monkeypatch.setattr(clang_host, "ensure_pch", lambda root, flags: None)
+    monkeypatch.setattr(host_compile, "ensure_pch", lambda root, cxx, flags: tmp_path / "gcc-header")
+    auto = compile_stages.toolchain(CompileCheckSettings(cache_dir=tmp_path))
+    assert not isinstance(auto, str) and auto[0] == host_compile.find_compiler() and auto[2] == tmp_path / "gcc-header"
+    named = compile_stages.toolchain(CompileCheckSettings(cache_dir=tmp_path, host_frontend="libclang"))
+    assert not isinstance(named, str) and named[0] == clang_host.FRONTEND and named[2] is None

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 MODES = ("plain", "cuset")
-NLL_FIGURES = ("nll_sensitive", "nll_other")
+NLL_FIGURES = ("nll_sensitive", "nll_other", "nll_masked")  # nll_masked: absent from older runs
 EVAL_FIGURES = ("compile_rate", "fast_0", "fast_1", "own.fast_0", "own.fast_1")
 LOWER_IS_BETTER = set(NLL_FIGURES)
 SEED_MODE = re.compile(r"train-seed(\d+)/(plain|cuset)/final/?$")
@@ -67,7 +67,8 @@ def read_runs(workdir: Path) -> dict[str, dict[str, dict[int, float]]]:
             match = SEED_MODE.search(model)
             if match:
                 for f in NLL_FIGURES:
-                    out[f][match[2]][int(match[1])] = float(figures[f])
+                    if f in figures:
+                        out[f][match[2]][int(match[1])] = float(figures[f])
     for results in sorted(workdir.glob("evaluate-seed*-*/results.json")):
         match = re.fullmatch(r"evaluate-seed(\d+)-(plain|cuset)", results.parent.name)
         if match and (results.parent / ".done").exists():

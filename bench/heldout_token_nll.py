@@ -6,8 +6,9 @@
 `--data` is a `kernelwright curate --split test` folder made with the same base model (so its
 token ids are the models' own); every MODEL is a trained checkpoint folder. For each, the mean
 negative log-likelihood (nats) of the completion tokens by teacher forcing, split by the curated
-`sensitive` flag (c_t). With `--mlflow-parent-run-id`, each model's figures are logged as a
-child run `heldout-nll` of that run.
+`sensitive` flag (c_t); `nll_masked` is over the other tokens CuSeT's rule would mask there (the
+curated `loss_mask` is off: confident boilerplate), a subset of `nll_other`. With
+`--mlflow-parent-run-id`, each model's figures are logged as a child run `heldout-nll` of that run.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from kernelwright.models import load_base_model
 def token_nll(model_dir: Path, data: pl.DataFrame) -> dict[str, float]:
     model = load_base_model(model_dir).eval()
     device = next(model.parameters()).device
-    sums = {"sensitive": 0.0, "other": 0.0}
-    counts = {"sensitive": 0, "other": 0}
+    sums = {"sensitive": 0.0, "other": 0.0, "masked": 0.0}
+    counts = {"sensitive": 0, "other": 0, "masked": 0}
     for row in data.iter_rows(named=True):
         ids = torch.tensor([row["input_ids"]], device=device)
         with torch.inference_mode():
@@ -37,6 +38,9 @@ def token_nll(model_dir: Path, data: pl.DataFrame) -> dict[str, float]:
             key = "sensitive" if row["sensitive"][t] else "other"
             sums[key] += nll[t - 1]
             counts[key] += 1
+            if key == "other" and not row["loss_mask"][t]:
+                sums["masked"] += nll[t - 1]
+                counts["masked"] += 1
     return {f"nll_{k}": sums[k] / max(counts[k], 1) for k in sums} | {f"tokens_{k}": float(v)
                                                                       for k, v in counts.items()}
 
@@ -51,8 +55,9 @@ def main() -> None:
     data = pl.read_parquet(Path(args.data) / "data.parquet")
     rows = {m: token_nll(Path(m), data) for m in args.models}
     for m, r in rows.items():
-        print(f"{m}: NLL sensitive {r['nll_sensitive']:.4f}, other {r['nll_other']:.4f} "
-              f"({int(r['tokens_sensitive'])} / {int(r['tokens_other'])} tokens)")
+        print(f"{m}: NLL sensitive {r['nll_sensitive']:.4f}, other {r['nll_other']:.4f}, of which masked "
+              f"{r['nll_masked']:.4f} ({int(r['tokens_sensitive'])} / {int(r['tokens_other'])} / "
+              f"{int(r['tokens_masked'])} tokens)")
         if args.mlflow_parent_run_id:
             with mlflow.start_run(run_name="heldout-nll", nested=True,
                                   tags={"mlflow.parentRunId": args.mlflow_parent_run_id, "kw.model": m}):

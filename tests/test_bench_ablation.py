@@ -62,3 +62,22 @@ def test_parent_run_nests_the_ablation_runs(tmp_path: Path) -> None:
     top = next(r for r in runs if r.info.run_id == parent)
     assert top.data.tags["result.compile_rate"] == "cuset loses beyond the spread"
     assert top.data.metrics["plain.nll_sensitive.mean"] == pytest.approx(0.8033, abs=1e-4)
+
+
+def test_heldout_nll_splits_masked_tokens_out_of_the_others(tiny_model_dir: Path) -> None:
+    import polars as pl
+    import torch
+
+    nll = importlib.import_module("heldout_token_nll")
+    ids = [5, 6, 7, 8, 9, 10, 11, 12]  # prompt: the first 3; completion: 5 tokens
+    data = pl.DataFrame({"input_ids": [ids], "prompt_len": [3],
+                         "sensitive": [[False, False, False, True, False, False, True, False]],
+                         "loss_mask": [[False, False, False, True, False, True, True, False]]})
+    got = nll.token_nll(tiny_model_dir, data)
+    assert (got["tokens_sensitive"], got["tokens_other"], got["tokens_masked"]) == (2.0, 3.0, 2.0)
+    model = nll.load_base_model(tiny_model_dir).eval()
+    with torch.inference_mode():
+        logits = model(input_ids=torch.tensor([ids]), use_cache=False).logits[0, :-1].float()
+    per = torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none").tolist()
+    assert got["nll_masked"] == pytest.approx((per[3] + per[6]) / 2, rel=1e-5)  # tokens 4 and 7
+    assert got["nll_other"] == pytest.approx((per[3] + per[4] + per[6]) / 3, rel=1e-5)

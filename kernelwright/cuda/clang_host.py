@@ -6,14 +6,16 @@
 g++ cannot keep instantiated templates in a precompiled header: every check after its
 torch/extension.h PCH instantiates again what torch's inline functions leave pending, about 93 %
 of an ~8 s check. clang can (`-fpch-instantiate-templates`): the header does that work once when
-it is built, and a check of a seed solution's host unit then takes about 2 s. libclang ships no
+it is built, with the bodies of torch's functions skipped (the candidate's own code is checked in
+full), and a check of a seed solution's host unit then takes about half a second. libclang ships no
 builtin headers (stddef.h, ...), so the checks search g++'s include folders, libstdc++ included,
 like the g++ check; without g++ there is no host check either way.
 
 Both commands run in their own process under the compile limits (`compile_workers.run_limited`):
 the candidate's code is only parsed, never run, and a crash of libclang ends that process alone.
-`check` prints one `file:line:col: severity: message` line per diagnostic, notes below the error
-they explain, with no source excerpt, and exits 1 when any is an error.
+`check` prints one `file:line:col: severity: message` line per diagnostic (the names `#line`
+gives), notes below the error they explain, with gcc's excerpt lines for the candidate's own
+sources only, and exits 1 when any is an error.
 """
 
 from __future__ import annotations
@@ -24,14 +26,11 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
-import os
 import sys
-import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kernelwright import atomic
 from kernelwright.cuda import host_compile as hc
 from kernelwright.cuda.compile_workers import Limits, run_limited
 
@@ -40,8 +39,6 @@ FRONTEND = "libclang"  # the compiler name the host stage uses for this checker
 INSTANTIATE = "-fpch-instantiate-templates"
 PCH_OPTIONS = "incomplete,skip-function-bodies," + INSTANTIATE  # how the header is built (part of its key)
 CHECK_FLAGS = ["-fsyntax-only", "-ferror-limit=20", "-Wno-attributes", "-Wno-unknown-warning-option"]
-_LOCK = threading.Lock()
-_MEMO: dict[Path, Path | None] = {}
 
 
 @lru_cache(maxsize=1)
@@ -72,28 +69,16 @@ def ensure_pch(pch_root: Path, flags: list[str]) -> Path | None:
     """The precompiled torch/extension.h for `flags`, built first if needed; None when it cannot be."""
     key = json.dumps([frontend_id(), flags, hc.torch_version(), PCH_OPTIONS])
     folder = pch_root / f"clang-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-    with _LOCK:
-        if folder not in _MEMO:
-            with hc.file_lock(folder.with_suffix(".lock")):
-                ready = (folder / "pch.json").is_file() and (folder / "kw_torch.pch").is_file()
-                _MEMO[folder] = folder / "kw_torch.pch" if ready or _build(folder, flags) else None
-        return _MEMO[folder]
+    return folder / "kw_torch.pch" if hc.header_ready(folder, "kw_torch.pch", lambda f: _build(f, flags)) else None
 
 
 def _build(folder: Path, flags: list[str]) -> bool:
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".kw_torch.pch.{os.getpid()}.tmp"
-    done = run_limited(_worker("pch", str(tmp), "--", *flags), Limits(hc.PCH_TIMEOUT_S, 0), cwd=str(folder),
-                       env=hc.ENV)
-    if done.returncode != 0 or not tmp.is_file():
-        tmp.unlink(missing_ok=True)
+    built, done = hc.build_header(folder, "kw_torch.pch", lambda tmp: _worker("pch", str(tmp), "--", *flags),
+                                  frontend_id())
+    if not built:
         log.warning("libclang could not build the precompiled torch header (exit %s, %s): %s", done.returncode,
                     done.limit or "no limit hit", done.output.strip()[:2000])
-        return False
-    os.replace(tmp, folder / "kw_torch.pch")
-    atomic.write_json(folder / "pch.json", {"build_seconds": round(done.seconds, 2), "bytes": os.path.getsize(
-        folder / "kw_torch.pch"), "compiler": frontend_id(), "torch": hc.torch_version()})
-    return True
+    return built
 
 
 def run_check(flags: list[str], pch: Path | None, files: list[str], cwd: str,
@@ -148,9 +133,9 @@ def _own_sources() -> dict[str, list[str]]:
 
 
 def build_pch(out: str, flags: list[str]) -> int:
+    """Precompile `kw_torch.h` beside `out` (`host_compile.build_header` writes it) into `out`."""
     cindex = _index()
     header = Path(out).parent / "kw_torch.h"
-    atomic.write_text(header, "#include <torch/extension.h>\n")
     tu = cindex.Index.create().parse(str(header), args=[*flags, "-x", "c++-header", INSTANTIATE],
                                      options=cindex.TranslationUnit.PARSE_INCOMPLETE
                                      | cindex.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES)

@@ -11,6 +11,7 @@ from typing import Any
 from kernelwright.cuda.nvrtc import DEFAULT_ARCH
 
 OK, FAILED, UNAVAILABLE, SKIPPED = "ok", "failed", "unavailable", "skipped"
+HOST_FRONTENDS = ("auto", "libclang", "gcc")  # the host stage's checkers (CompileCheckSettings.host_frontend)
 
 
 def default_cache_dir() -> Path:
@@ -38,13 +39,13 @@ class CompileCheckSettings:
         "help": "Compiles run at once (threads driving g++, NVRTC worker processes). At least 1."})
     host_frontend: str = field(default="auto", metadata={
         "help": "Host checker: libclang (PyPI libclang: torch's templates instantiated once in its precompiled "
-                "header, ~2 s a check), gcc (g++ -fsyntax-only, ~8 s: its header cannot keep them), or auto "
+                "header, under 1 s a check), gcc (g++ -fsyntax-only, ~8 s: its header cannot keep them), or auto "
                 "(libclang when installed, else gcc). Both need g++ for its C++ headers."})
     pch_dir: Path | None = field(default=None, metadata={
         "help": "Folder of the precompiled torch/extension.h (and the host header shims). None: <cache_dir>/pch."})
 
     def __post_init__(self) -> None:
-        if self.host_frontend not in ("auto", "libclang", "gcc"):
+        if self.host_frontend not in HOST_FRONTENDS:
             raise ValueError(f"host_frontend must be auto, libclang or gcc, not {self.host_frontend!r}")
 
     @staticmethod

@@ -22,19 +22,19 @@ import subprocess
 import sysconfig
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
 
 from kernelwright import atomic
-from kernelwright.cuda.compile_workers import Limits, run_limited
+from kernelwright.cuda.compile_workers import Limits, Outcome, run_limited
 from kernelwright.cuda.host_shims import shims_dir
 
 PCH_TIMEOUT_S = 900.0  # one build of the header: ~45 s on one core; it is ours, not a candidate's
 EXTENSION_NAME = "kw_candidate"
 ENV = {**os.environ, "LC_ALL": "C"}  # ASCII quotes in diagnostics
 _PCH_LOCK = threading.Lock()
-_PCH_MEMO: dict[Path, Path | None] = {}
+_PCH_MEMO: dict[Path, bool] = {}  # header folder -> ready (this process)
 
 
 @lru_cache(maxsize=1)
@@ -138,19 +138,40 @@ def pch_folder(pch_root: Path, cxx: str, flags: list[str]) -> Path:
     return pch_root / digest
 
 
-def _build_pch(folder: Path, cxx: str, flags: list[str]) -> bool:
-    header = folder / "kw_torch.h"
-    atomic.write_text(header, "#include <torch/extension.h>\n")
-    tmp = folder / f".kw_torch.h.gch.{os.getpid()}.tmp"
-    cmd = [cxx, *flags, "-x", "c++-header", str(header), "-o", str(tmp)]
-    done = run_limited(cmd, Limits(PCH_TIMEOUT_S, 0), cwd=str(folder), env=ENV)
+def header_ready(folder: Path, product: str, build: Callable[[Path], bool]) -> bool:
+    """Whether the precompiled header `folder/product` is there: built by `build(folder)` first, under
+    the folder's file lock, when it is not. Remembered per folder for this process (a build that
+    failed is not tried again). Both host checkers' headers go through here."""
+    with _PCH_LOCK:
+        if folder not in _PCH_MEMO:
+            with file_lock(folder.with_suffix(".lock")):
+                ready = (folder / "pch.json").is_file() and (folder / product).is_file()
+                _PCH_MEMO[folder] = ready or build(folder)
+        return _PCH_MEMO[folder]
+
+
+def build_header(folder: Path, product: str, command: Callable[[Path], list[str]],
+                 compiler: str) -> tuple[bool, Outcome]:
+    """Write `folder/kw_torch.h` (one line including torch/extension.h), then run `command(tmp)`,
+    which precompiles it into `tmp`, under the header's time limit; once it succeeds, move `tmp` to
+    `folder/product` and record the build in pch.json (`pch_info`). (built, the command's outcome)"""
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(folder / "kw_torch.h", "#include <torch/extension.h>\n")
+    tmp = folder / f".{product}.{os.getpid()}.tmp"
+    done = run_limited(command(tmp), Limits(PCH_TIMEOUT_S, 0), cwd=str(folder), env=ENV)
     if done.returncode != 0 or not tmp.is_file():
         tmp.unlink(missing_ok=True)
-        return False
-    os.replace(tmp, folder / "kw_torch.h.gch")
+        return False, done
+    os.replace(tmp, folder / product)
     atomic.write_json(folder / "pch.json", {"build_seconds": round(done.seconds, 2), "bytes": os.path.getsize(
-        folder / "kw_torch.h.gch"), "compiler": compiler_id(cxx), "torch": torch_version()})
-    return True
+        folder / product), "compiler": compiler, "torch": torch_version()})
+    return True, done
+
+
+def _build_pch(folder: Path, cxx: str, flags: list[str]) -> bool:
+    command = [cxx, *flags, "-x", "c++-header", str(folder / "kw_torch.h"), "-o"]
+    built, _ = build_header(folder, "kw_torch.h.gch", lambda tmp: [*command, str(tmp)], compiler_id(cxx))
+    return built
 
 
 def ensure_pch(pch_root: Path, cxx: str, flags: list[str]) -> Path | None:
@@ -159,14 +180,8 @@ def ensure_pch(pch_root: Path, cxx: str, flags: list[str]) -> Path | None:
     if not is_gcc(cxx):
         return None
     folder = pch_folder(pch_root, cxx, flags)
-    with _PCH_LOCK:
-        if folder in _PCH_MEMO:
-            return _PCH_MEMO[folder]
-        with file_lock(folder.with_suffix(".lock")):
-            ready = (folder / "pch.json").is_file() and (folder / "kw_torch.h.gch").is_file()
-            ok = ready or _build_pch(folder, cxx, flags)
-        _PCH_MEMO[folder] = folder / "kw_torch.h" if ok else None
-        return _PCH_MEMO[folder]
+    ok = header_ready(folder, "kw_torch.h.gch", lambda f: _build_pch(f, cxx, flags))
+    return folder / "kw_torch.h" if ok else None
 
 
 def pch_info(header: Path | None) -> dict[str, object]:

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from kernelwright.cuda.compile_result import HOST_FRONTENDS
 from kernelwright.workdir import TRACKING_URI_HELP, redacted
 
 DEFAULT_MODEL = "models:/kernelwright-coder@champion"
@@ -149,7 +150,7 @@ class ServeConfig:
             raise ValueError("rate_limit_per_minute must be 0 (no limit) or more")
         if self.max_queue < 0 or self.compile_workers < 1:
             raise ValueError("max_queue must be 0 (no limit) or more, compile_workers 1 or more")
-        if self.compile_host_frontend not in ("auto", "libclang", "gcc"):
+        if self.compile_host_frontend not in HOST_FRONTENDS:
             raise ValueError(f"compile_host_frontend must be auto, libclang or gcc, not {self.compile_host_frontend!r}")
         if self.batching not in ("continuous", "sequential"):
             raise ValueError(f"batching must be continuous or sequential, not {self.batching!r}")

@@ -68,7 +68,6 @@ def test_a_closed_channel_and_silence_are_a_runner_gone() -> None:
     assert not closed.value.timed_out
 
 
-
 def test_a_line_left_by_a_runner_that_ended_before_the_request_is_broken() -> None:
     """A forger that writes its verdict at import and exits before the judge asks anything: the
     judge's request finds the runner gone, and the line it left is still read, as a reply to nothing."""
@@ -89,6 +88,7 @@ def test_a_runner_that_ended_leaving_nothing_is_gone() -> None:
     channel.receive(5.0)
     with pytest.raises(RunnerGone, match="closed its input"):
         channel.request("load", 5.0)
+
 
 @pytest.mark.parametrize(("reply", "kind"), [({"x": True}, (int, float)), ({"x": "1.0"}, float),
                                              ({"x": float("inf")}, float), ({}, int)])

@@ -58,7 +58,8 @@ def _evaluate_version(cfg: RetrainConfig, version: str, scope: GateScope, verifi
     with stage_run(run_name, tags={"model.version": version}):
         result = evaluate(EvaluateConfig(
             model=f"models:/{cfg.registered_model}/{version}", suite=cfg.suite, samples=cfg.samples,
-            max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, gate=False, gate_view=cfg.gate_view,
+            max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, batch_size=cfg.eval_batch_size,
+            seed=cfg.seed, gate=False, gate_view=cfg.gate_view,
             ray=cfg.ray, ray_gpu_fraction=cfg.ray_gpu_fraction, out=str(scope.out / f"v{version}"),
             workdir=cfg.workdir), verifier=verifier)
     if not result.gpu_verified:

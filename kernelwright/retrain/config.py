@@ -37,6 +37,9 @@ class RetrainConfig:
     ray: str | None = field(default=None, metadata={"help": "The gate's verification: " + RAY_HELP})
     ray_gpu_fraction: float = field(default=DEFAULT_GPU_FRACTION, metadata={"help": GPU_FRACTION_HELP})
     max_new_tokens: int = field(default=384, metadata={"help": "Generation budget per completion, in tokens."})
+    temperature: float = field(default=0.0, metadata={
+        "help": "Sampling temperature of the gate's completions; 0: greedy (more samples then repeat)."})
+    eval_batch_size: int = field(default=8, metadata={"help": "Prompts per generate() call in the gate's evaluations."})
     seed: int = field(default=0, metadata={"help": "Seed of training and sampling."})
     gate_view: str = field(default="own", metadata={"help": "Figures the gate compares: own or any."})
     margin: float = field(default=0.0, metadata={
@@ -49,6 +52,8 @@ class RetrainConfig:
     def __post_init__(self) -> None:
         if self.max_steps <= 0 or self.samples < 1 or self.save_steps < 0 or self.keep_checkpoints < 0:
             raise ValueError("need max_steps >= 1, samples >= 1, save_steps >= 0 and keep_checkpoints >= 0")
+        if self.temperature < 0.0 or self.eval_batch_size < 1:
+            raise ValueError("need temperature >= 0 and eval_batch_size >= 1")
         if not 0.0 <= self.margin <= 1.0:
             raise ValueError(f"margin is a share of samples, between 0 and 1, not {self.margin}")
         if self.gate_view not in ("own", "any"):

@@ -87,7 +87,8 @@ def run_retrain(cfg: RetrainConfig, verifier: Verifier | None = None,
         start = time.perf_counter()
         on_stage("watermark")
         mark = watermark_of(cfg, workdir)
-        figures = eval_scope(suite_id(problems, cfg.samples))
+        figures = {**eval_scope(suite_id(problems, cfg.samples)),
+                   "sampling": f"temperature={cfg.temperature:g},max_new_tokens={cfg.max_new_tokens}"}
         key = digest_settings({**figures, "view": cfg.gate_view})
         scope = GateScope(figures, key, retrain_root(workdir) / f"evaluate-{key}")
         done = finished_run(mark, key)

@@ -42,6 +42,7 @@ class FakeGpu:
     def __init__(self) -> None:
         self.speeds: dict[str, dict[str, float]] = {}
         self.evaluated: list[str] = []
+        self.generation_configs: list[stage.EvaluateConfig] = []  # one per evaluation, as generation got it
 
     def __call__(self, cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
         out = []
@@ -63,8 +64,14 @@ def honest_generations(folder: Path, problems: list, ref: object, cfg: stage.Eva
 
 def on_a_fake_gpu(monkeypatch: pytest.MonkeyPatch) -> FakeGpu:
     monkeypatch.setattr(stage, "cuda_available", lambda: True)
-    monkeypatch.setattr(stage, "generate_into", honest_generations)
-    return FakeGpu()
+    gpu = FakeGpu()
+
+    def generate(folder: Path, problems: list, ref: object, cfg: stage.EvaluateConfig) -> None:
+        gpu.generation_configs.append(cfg)
+        honest_generations(folder, problems, ref, cfg)
+
+    monkeypatch.setattr(stage, "generate_into", generate)
+    return gpu
 
 
 def tiny_retrain(tmp: Path, model: Path, tasks: int = 4, **kw: object) -> RetrainConfig:

@@ -62,8 +62,11 @@ def test_retrain_promotes_skips_rejects_reevaluates_and_rolls_back(
 
     gpu.speeds["2"] = {"affine": 2.0, "relu_nonneg": 2.0}  # a new scope (2 samples): v2 again, v1 evaluated again
     gpu.evaluated.clear()
-    rescoped = run_retrain(tiny_retrain(tmp_path, tiny_model_dir, tasks=6, samples=2), verifier=gpu)
+    gpu.generation_configs.clear()
+    rescoped = run_retrain(tiny_retrain(tmp_path, tiny_model_dir, tasks=6, samples=2, temperature=0.7,
+                                        eval_batch_size=3), verifier=gpu)
     assert (rescoped.decision, rescoped.candidate_version, rescoped.champion_version) == ("promoted", "2", "2")
+    assert {(c.samples, c.temperature, c.batch_size) for c in gpu.generation_configs} == {(2, 0.7, 3)}
     assert _children(client, rescoped.run_id) == ["evaluate", "evaluate[champion]"]  # not trained again
     assert sorted(set(gpu.evaluated)) == ["1", "2"] and len(gpu.evaluated) == 8
     assert alias_version(REGISTERED_MODEL, PREVIOUS_CHAMPION) == "1"
@@ -83,6 +86,7 @@ def test_bad_input_is_refused_before_the_store_is_touched(tmp_path: Path) -> Non
     workdir = tmp_path / "kw"
     assert main(["retrain", "--workdir", str(workdir), "--input", str(tmp_path / "missing.jsonl")]) == 2
     assert main(["retrain", "--workdir", str(workdir), "--margin", "3"]) == 2
+    assert main(["retrain", "--workdir", str(workdir), "--temperature", "-1"]) == 2
     assert main(["retrain", "--workdir", str(workdir), "--suite", str(tmp_path / "no-suite")]) == 2
     (tmp_path / "r.yaml").write_text("max_stepz: 3\n")
     assert main(["retrain", "--config", str(tmp_path / "r.yaml")]) == 2

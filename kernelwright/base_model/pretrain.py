@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -121,8 +122,8 @@ class PretrainConfig:
         "help": "A document is left out when it holds more than this share of a problem's n-grams (0: any one)."})
     checkpoint_s: float = field(default=60.0, metadata={"help": "Seconds between resumable checkpoints."})
     threads: int = field(default=0, metadata={
-        "help": "CPU threads while pretraining on a CPU; 0: one for micro and tiny (their matrices gain little from "
-                "more, and spinning threads lose much when other work shares the cores), all for small."})
+        "help": "CPU threads while pretraining on a CPU; 0: for micro and tiny, the cores the load average shows idle "
+                "(at least one: spinning threads lose much when other work shares the cores), all for small."})
     bf16: bool | None = field(default=None, metadata={
         "help": "bfloat16 autocast while training (float32 weights). None: on a GPU, and on a CPU with bf16 "
                 "instructions (AVX512-BF16, AMX); false: float32 throughout."})
@@ -253,11 +254,17 @@ def _bf16(cfg: PretrainConfig) -> bool:
     return bf16_fast(_device()) if cfg.bf16 is None else cfg.bf16
 
 
+def idle_cores(cores: int, load_1min: float) -> int:
+    """Cores no other work is using, going by the 1-minute load average less this process's own one
+    (it has been busy importing and reading the corpus); at least one."""
+    return max(1, min(cores, round(cores - max(0.0, load_1min - 1.0))))
+
+
 @contextmanager
 def _cpu_threads(cfg: PretrainConfig) -> Iterator[None]:
     """torch's intra-op threads set for the build on a CPU, and put back after it."""
     before = torch.get_num_threads()
-    wanted = cfg.threads or (1 if cfg.size in ("micro", "tiny") else before)
+    wanted = cfg.threads or (idle_cores(before, os.getloadavg()[0]) if cfg.size in ("micro", "tiny") else before)
     if not torch.cuda.is_available():
         torch.set_num_threads(wanted)
     try:
@@ -312,7 +319,7 @@ def _log_start(cfg: PretrainConfig, corpus: Corpus, model: PreTrainedModel, resu
                    "base.parameters": str(sum(x.numel() for x in model.parameters()))})
     params.update({f"base.corpus_chars.{k}": str(v) for k, v in corpus.by_source().items()})
     mlflow.log_params(params)
-    mlflow.set_tags({"kw.resumed": str(resumed)})
+    mlflow.set_tags({"kw.resumed": str(resumed), "kw.cpu_threads": str(torch.get_num_threads())})
     mlflow.log_dict({"digest": corpus.digest, "excluded": corpus.excluded,
                      "documents": [d.key for d in corpus.documents]}, "base-model/corpus.json")
 

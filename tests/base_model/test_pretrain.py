@@ -11,7 +11,14 @@ from mlflow.tracking import MlflowClient
 
 from kernelwright.base_model import pretrain as pretrain_module
 from kernelwright.base_model.loop import STATE_FILE, LoopPlan, LoopState, cosine_lr, schedule_position
-from kernelwright.base_model.pretrain import META_FILE, REGISTERED_BASE, PretrainConfig, _new_model, pretrain
+from kernelwright.base_model.pretrain import (
+    META_FILE,
+    REGISTERED_BASE,
+    PretrainConfig,
+    _new_model,
+    idle_cores,
+    pretrain,
+)
 from kernelwright.base_model.tokenizer import BlockSampler, train_code_tokenizer
 from kernelwright.cli import main
 from kernelwright.models import load_base_model, load_tokenizer
@@ -77,6 +84,12 @@ def test_an_interrupted_run_resumes_where_it_stopped(code_dir: Path, tmp_path: P
     a = load_base_model(whole.path, device="cpu").state_dict()
     b = load_base_model(resumed.path, device="cpu").state_dict()
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+
+
+@pytest.mark.parametrize(("cores", "load", "threads"), [
+    (2, 0.0, 2), (2, 0.9, 2), (2, 1.6, 1), (2, 3.5, 1), (16, 1.0, 16), (16, 9.0, 8), (1, 0.0, 1)])
+def test_small_sizes_take_the_cores_other_work_leaves_idle(cores: int, load: float, threads: int) -> None:
+    assert idle_cores(cores, load) == threads
 
 
 def test_cosine_schedule_warms_up_then_decays_to_the_floor() -> None:

@@ -122,8 +122,8 @@ class PretrainConfig:
         "help": "A document is left out when it holds more than this share of a problem's n-grams (0: any one)."})
     checkpoint_s: float = field(default=60.0, metadata={"help": "Seconds between resumable checkpoints."})
     threads: int = field(default=0, metadata={
-        "help": "CPU threads while pretraining on a CPU; 0: for micro and tiny, the cores the load average shows idle "
-                "(at least one: spinning threads lose much when other work shares the cores), all for small."})
+        "help": "CPU threads while pretraining on a CPU; 0: one for micro, for tiny the cores the load average shows "
+                "idle (spinning threads lose much when other work shares the cores), all for small."})
     bf16: bool | None = field(default=None, metadata={
         "help": "bfloat16 autocast while training (float32 weights). None: on a GPU, and on a CPU with bf16 "
                 "instructions (AVX512-BF16, AMX); false: float32 throughout."})
@@ -264,7 +264,8 @@ def idle_cores(cores: int, load_1min: float) -> int:
 def _cpu_threads(cfg: PretrainConfig) -> Iterator[None]:
     """torch's intra-op threads set for the build on a CPU, and put back after it."""
     before = torch.get_num_threads()
-    wanted = cfg.threads or (idle_cores(before, os.getloadavg()[0]) if cfg.size in ("micro", "tiny") else before)
+    small_sizes = {"micro": 1, "tiny": idle_cores(before, os.getloadavg()[0])}  # micro: tests, beside other work
+    wanted = cfg.threads or small_sizes.get(cfg.size, before)
     if not torch.cuda.is_available():
         torch.set_num_threads(wanted)
     try:

@@ -1,0 +1,122 @@
+"""How confident can a tiny base get in its budget? p_t on the seed train split for variants of the tiny preset.
+
+    PYTHONPATH=. .venv/bin/python bench/base_confidence_sweep.py --workdir /tmp/kw-sweep --json out.json \
+        --variant default={} --variant long_only='{"short_share": 0.0}' --variant lr6e-3='{"learning_rate": 0.006}'
+
+CuSeT masks floor(rho_max * high_share * n) of a sample's n confident boilerplate tokens, so the
+masked share of completion tokens grows with the square of the share at p_t >= tau_high: a 5%
+masked share wants about a third of the completion at p_t >= 0.9. For each variant (fields of the
+tiny `Preset` overridden, JSON), this pretrains a tiny base in the size's wall-clock budget on
+the installed packages' code, scores the seed train split by teacher forcing as `curate` does
+(`--nvrtc false`: NVRTC does not change p_t), and reports the share of completion tokens at each
+confidence threshold (sensitive and other apart), the masked share, and how much of the
+completion the base could copy: the share of tokens that end a 5-token run seen earlier in the
+same sample, and the share of those at p_t >= 0.9. One variant at a time (each takes the
+budget, 3 minutes by default, plus about a minute of scoring; all on `--threads` threads).
+`--json` writes every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from kernelwright.base_model import pretrain as base
+from kernelwright.curation.stage import CurateConfig, run_curate
+from kernelwright.tracking import setup_tracking, stage_run
+from kernelwright.workdir import resolve_workdir
+
+THRESHOLDS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
+COPY_RUN = 5  # tokens: a run this long seen before in the sample makes the last one copyable
+
+
+def _completion(row: dict) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray, int]:
+    k = row["prompt_len"]
+    return (row["input_ids"], np.asarray(row["p"][k:], dtype=float), np.asarray(row["sensitive"][k:], dtype=bool),
+            np.asarray(row["loss_mask"][k:]), k)
+
+
+def _copyable(ids: list[int], p: list[float], start: int) -> tuple[int, int, int]:
+    """(completion tokens scored, copyable ones, copyable ones at p_t >= 0.9)."""
+    seen: set[tuple[int, ...]] = set()
+    scored = copyable = confident = 0
+    for i in range(len(ids)):
+        run = tuple(ids[max(0, i - COPY_RUN + 1): i + 1])
+        if i >= start and i >= COPY_RUN - 1:
+            scored += 1
+            if run in seen:
+                copyable += 1
+                confident += p[i] >= 0.9
+        seen.add(run)
+    return scored, copyable, confident
+
+
+def confidence_figures(data: Path) -> dict[str, float]:
+    """The shares of completion tokens in the curated Parquet at `data`."""
+    frame = pl.read_parquet(data)
+    ps, sens, masks, totals = [], [], [], np.zeros(3)
+    for row in frame.iter_rows(named=True):
+        ids, p, s, m, k = _completion(row)
+        ps.append(p)
+        sens.append(s)
+        masks.append(m)
+        totals += _copyable(ids, row["p"], k)
+    p, s, m = np.concatenate(ps), np.concatenate(sens), np.concatenate(masks)
+    out = {"completion_tokens": float(len(p)), "masked_share": float((m == 0).mean())}
+    for t in THRESHOLDS:
+        out[f"share_p_ge_{t}"] = float((p >= t).mean())
+        out[f"share_p_ge_{t}_sensitive"] = float((p[s] >= t).mean())
+        out[f"share_p_ge_{t}_other"] = float((p[~s] >= t).mean())
+    out["copyable_share"] = float(totals[1] / totals[0])
+    out["copyable_confident_share"] = float(totals[2] / max(totals[1], 1))
+    return out
+
+
+def run_variant(name: str, overrides: dict, workdir: Path, threads: int) -> dict:
+    preset = base.SIZES["tiny"]
+    base.SIZES["tiny"] = replace(preset, **overrides)
+    try:
+        out = workdir / name
+        result = base.pretrain(base.PretrainConfig(workdir=str(workdir), out=str(out), register=False,
+                                                  threads=threads))
+    finally:
+        base.SIZES["tiny"] = preset
+    with stage_run("curate", tags={"kw.sweep": name}):
+        run_curate(CurateConfig(base_model=str(out), out=str(workdir / f"{name}-curated"), workdir=str(workdir),
+                                nvrtc=False))
+    return {"variant": name, "overrides": overrides, "tokens": result.tokens, "steps": result.steps,
+            "wall_s": result.wall_s, "heldout_bits_per_char": result.heldout_bits_per_char,
+            **confidence_figures(workdir / f"{name}-curated" / "data.parquet")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workdir", default="/tmp/kw-sweep")
+    ap.add_argument("--variant", action="append", default=[], help="NAME=JSON of tiny Preset fields")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                    help="CPU threads of every variant's pretraining (default: every core; the same for all)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    variants = [v.split("=", 1) for v in (args.variant or ["default={}"])]
+    workdir = resolve_workdir(args.workdir)
+    setup_tracking(workdir)
+    rows = []
+    for name, spec in variants:
+        rows.append(run_variant(name, json.loads(spec), workdir, args.threads))
+        r = rows[-1]
+        bits = r["heldout_bits_per_char"] or float("nan")
+        print(f"{name:>12}  tokens {r['tokens'] / 1e6:5.2f}M  bits/char {bits:.3f}  "
+              f"p>=0.9 {r['share_p_ge_0.9']:.3f}  masked {r['masked_share']:.4f}  "
+              f"copyable {r['copyable_share']:.3f} (confident {r['copyable_confident_share']:.3f})", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"command": "bench/base_confidence_sweep.py", "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

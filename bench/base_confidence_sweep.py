@@ -28,18 +28,13 @@ import numpy as np
 import polars as pl
 
 from kernelwright.base_model import pretrain as base
+from kernelwright.curation.outputs import HEADLINE
 from kernelwright.curation.stage import CurateConfig, run_curate
 from kernelwright.tracking import setup_tracking, stage_run
 from kernelwright.workdir import resolve_workdir
 
 THRESHOLDS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
 COPY_RUN = 5  # tokens: a run this long seen before in the sample makes the last one copyable
-
-
-def _completion(row: dict) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray, int]:
-    k = row["prompt_len"]
-    return (row["input_ids"], np.asarray(row["p"][k:], dtype=float), np.asarray(row["sensitive"][k:], dtype=bool),
-            np.asarray(row["loss_mask"][k:]), k)
 
 
 def _copyable(ids: list[int], p: list[float], start: int) -> tuple[int, int, int]:
@@ -57,18 +52,18 @@ def _copyable(ids: list[int], p: list[float], start: int) -> tuple[int, int, int
     return scored, copyable, confident
 
 
-def confidence_figures(data: Path) -> dict[str, float]:
-    """The shares of completion tokens in the curated Parquet at `data`."""
-    frame = pl.read_parquet(data)
-    ps, sens, masks, totals = [], [], [], np.zeros(3)
-    for row in frame.iter_rows(named=True):
-        ids, p, s, m, k = _completion(row)
-        ps.append(p)
-        sens.append(s)
-        masks.append(m)
-        totals += _copyable(ids, row["p"], k)
-    p, s, m = np.concatenate(ps), np.concatenate(sens), np.concatenate(masks)
-    out = {"completion_tokens": float(len(p)), "masked_share": float((m == 0).mean())}
+def confidence_figures(curated: Path) -> dict[str, float]:
+    """The curate run's own figures (report.json) and the shares of completion tokens at each p_t
+    threshold and of copyable ones, from the curated Parquet in `curated`."""
+    stats = json.loads((curated / "report.json").read_text())["stats"]
+    ps, sens, totals = [], [], np.zeros(3)
+    for row in pl.read_parquet(curated / "data.parquet").iter_rows(named=True):
+        k = row["prompt_len"]
+        ps.append(np.asarray(row["p"][k:], dtype=float))
+        sens.append(np.asarray(row["sensitive"][k:], dtype=bool))
+        totals += _copyable(row["input_ids"], row["p"], k)
+    p, s = np.concatenate(ps), np.concatenate(sens)
+    out = {"completion_tokens": float(len(p)), **{k: float(stats[k]) for k in HEADLINE if k in stats}}
     for t in THRESHOLDS:
         out[f"share_p_ge_{t}"] = float((p >= t).mean())
         out[f"share_p_ge_{t}_sensitive"] = float((p[s] >= t).mean())
@@ -92,7 +87,7 @@ def run_variant(name: str, overrides: dict, workdir: Path, threads: int) -> dict
                                 nvrtc=False))
     return {"variant": name, "overrides": overrides, "tokens": result.tokens, "steps": result.steps,
             "wall_s": result.wall_s, "heldout_bits_per_char": result.heldout_bits_per_char,
-            **confidence_figures(workdir / f"{name}-curated" / "data.parquet")}
+            **confidence_figures(workdir / f"{name}-curated")}
 
 
 def main() -> None:

@@ -260,12 +260,18 @@ def idle_cores(cores: int, load_1min: float) -> int:
     return max(1, min(cores, round(cores - max(0.0, load_1min - 1.0))))
 
 
+def _size_threads(size: str, cores: int) -> int:
+    """The size's default: micro one (tests build it beside other work), tiny the idle cores, else all."""
+    if size == "micro":
+        return 1
+    return idle_cores(cores, os.getloadavg()[0]) if size == "tiny" else cores
+
+
 @contextmanager
 def _cpu_threads(cfg: PretrainConfig) -> Iterator[None]:
     """torch's intra-op threads set for the build on a CPU, and put back after it."""
     before = torch.get_num_threads()
-    small_sizes = {"micro": 1, "tiny": idle_cores(before, os.getloadavg()[0])}  # micro: tests, beside other work
-    wanted = cfg.threads or small_sizes.get(cfg.size, before)
+    wanted = cfg.threads or _size_threads(cfg.size, before)
     if not torch.cuda.is_available():
         torch.set_num_threads(wanted)
     try:

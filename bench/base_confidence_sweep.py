@@ -11,8 +11,12 @@ the installed packages' code, scores the seed train split by teacher forcing as 
 (`--nvrtc false`: NVRTC does not change p_t), and reports the share of completion tokens at each
 confidence threshold (sensitive and other apart), the masked share, and how much of the
 completion the base could copy: the share of tokens that end a 5-token run seen earlier in the
-same sample, and the share of those at p_t >= 0.9. One variant at a time (each takes the
-budget, 3 minutes by default, plus about a minute of scoring; all on `--threads` threads).
+same sample, the share of those at p_t >= 0.9, and the share a pure copier gets right (the token
+that followed the last occurrence of the 5 tokens before it), with the masked share the default
+constants would give if the base were sure of all of those; and whether it copies at all: its mean p_t on
+the second copy of a run of random tokens written twice (about 1/vocab without an induction
+head). One variant at a time (each takes the budget, 3 minutes by default, plus about a minute
+of scoring; all on `--threads` threads).
 `--json` writes every row.
 """
 
@@ -26,10 +30,13 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from kernelwright.base_model import pretrain as base
 from kernelwright.curation.outputs import HEADLINE
 from kernelwright.curation.stage import CurateConfig, run_curate
+from kernelwright.curation.weights import CusetParams, token_weights
 from kernelwright.tracking import setup_tracking, stage_run
 from kernelwright.workdir import resolve_workdir
 
@@ -37,26 +44,52 @@ THRESHOLDS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
 COPY_RUN = 5  # tokens: a run this long seen before in the sample makes the last one copyable
 
 
-def _copyable(ids: list[int], p: list[float], start: int) -> tuple[int, int, int]:
-    """(completion tokens scored, copyable ones, copyable ones at p_t >= 0.9)."""
+def _copyable(ids: list[int], p: list[float], start: int) -> tuple[int, int, int, int]:
+    """(completion tokens scored, copyable ones, copyable ones at p_t >= 0.9, tokens that copying the
+    continuation of the last occurrence of the 5 tokens before them gets right)."""
     seen: set[tuple[int, ...]] = set()
     scored = copyable = confident = 0
     for i in range(len(ids)):
         run = tuple(ids[max(0, i - COPY_RUN + 1): i + 1])
-        if i >= start and i >= COPY_RUN - 1:
+        if i >= start and i >= COPY_RUN:
             scored += 1
             if run in seen:
                 copyable += 1
                 confident += p[i] >= 0.9
         seen.add(run)
-    return scored, copyable, confident
+    return scored, copyable, confident, sum(_copied_flags(ids, start))
+
+
+def _copied_flags(ids: list[int], start: int) -> list[bool]:
+    """Per token: whether copying the continuation of the last occurrence of the 5 tokens before it is right."""
+    after: dict[tuple[int, ...], int] = {}
+    out = []
+    for i in range(len(ids)):
+        before = tuple(ids[max(0, i - COPY_RUN): i])
+        out.append(i >= max(start, COPY_RUN) and after.get(before) == ids[i])
+        after[before] = ids[i]
+    return out
+
+
+def masked_share_if_copying(curated: Path) -> float:
+    """The masked share of completion tokens under the default CuSeT constants if the base were also sure
+    (p_t = 1) of every token that copying from context gets right: the most copying could add."""
+    frames = []
+    for sample, row in enumerate(pl.read_parquet(curated / "data.parquet").iter_rows(named=True)):
+        k, n = row["prompt_len"], len(row["input_ids"])
+        copied = _copied_flags(row["input_ids"], k)
+        p = [None if i < k else (1.0 if copied[i] else row["p"][i]) for i in range(n)]
+        frames.append(pl.DataFrame({"sample": [sample] * n, "pos": list(range(n)), "p": p, "c": row["sensitive"],
+                                    "completion": [i >= k for i in range(n)]}, schema_overrides={"p": pl.Float64}))
+    t = token_weights(pl.concat(frames).lazy(), CusetParams()).collect()
+    return float(t["masked"].sum() / t["completion"].sum())
 
 
 def confidence_figures(curated: Path) -> dict[str, float]:
     """The curate run's own figures (report.json) and the shares of completion tokens at each p_t
     threshold and of copyable ones, from the curated Parquet in `curated`."""
     stats = json.loads((curated / "report.json").read_text())["stats"]
-    ps, sens, totals = [], [], np.zeros(3)
+    ps, sens, totals = [], [], np.zeros(4)
     for row in pl.read_parquet(curated / "data.parquet").iter_rows(named=True):
         k = row["prompt_len"]
         ps.append(np.asarray(row["p"][k:], dtype=float))
@@ -70,7 +103,23 @@ def confidence_figures(curated: Path) -> dict[str, float]:
         out[f"share_p_ge_{t}_other"] = float((p[~s] >= t).mean())
     out["copyable_share"] = float(totals[1] / totals[0])
     out["copyable_confident_share"] = float(totals[2] / max(totals[1], 1))
+    out["copy_oracle_share"] = float(totals[3] / totals[0])
+    out["masked_share_if_copying"] = masked_share_if_copying(curated)
     return out
+
+
+@torch.inference_mode()
+def induction_figures(model_dir: Path, run: int = 256, rows: int = 4) -> dict[str, float]:
+    """How well the base copies from context: p_t over the second half of runs of random tokens written twice
+    (ordinary tokens of its vocabulary; only attending back to the first copy predicts them)."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    special = set(AutoTokenizer.from_pretrained(model_dir).all_special_ids)
+    vocab = torch.tensor([i for i in range(model.config.vocab_size) if i not in special])
+    first = vocab[torch.randint(0, len(vocab), (rows, run), generator=torch.Generator().manual_seed(0))]
+    ids = torch.cat([first, first], 1)
+    logp = model(input_ids=ids).logits[:, run:-1].log_softmax(-1)
+    p = logp.gather(-1, ids[:, run + 1:, None]).exp()
+    return {"induction_mean_p": float(p.mean()), "induction_share_p_ge_0.9": float((p >= 0.9).float().mean())}
 
 
 def run_variant(name: str, overrides: dict, workdir: Path, threads: int) -> dict:
@@ -87,7 +136,7 @@ def run_variant(name: str, overrides: dict, workdir: Path, threads: int) -> dict
                                 nvrtc=False))
     return {"variant": name, "overrides": overrides, "tokens": result.tokens, "steps": result.steps,
             "wall_s": result.wall_s, "heldout_bits_per_char": result.heldout_bits_per_char,
-            **confidence_figures(workdir / f"{name}-curated")}
+            **confidence_figures(workdir / f"{name}-curated"), **induction_figures(out)}
 
 
 def main() -> None:
@@ -108,7 +157,8 @@ def main() -> None:
         bits = r["heldout_bits_per_char"] or float("nan")
         print(f"{name:>12}  tokens {r['tokens'] / 1e6:5.2f}M  bits/char {bits:.3f}  "
               f"p>=0.9 {r['share_p_ge_0.9']:.3f}  masked {r['masked_share']:.4f}  "
-              f"copyable {r['copyable_share']:.3f} (confident {r['copyable_confident_share']:.3f})", flush=True)
+              f"copyable {r['copyable_share']:.3f} (confident {r['copyable_confident_share']:.3f})  "
+              f"induction p {r['induction_mean_p']:.3f}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"command": "bench/base_confidence_sweep.py", "rows": rows}, indent=1))
 

@@ -18,6 +18,12 @@ Sequence-length curriculum (`short_share` > 0): the first part of the schedule t
 which is what a small model's early loss follows), the rest on `units_per_sequence` consecutive
 blocks joined into full-length sequences, as many as keep the tokens per step, so that every
 position the curated samples reach has been trained.
+
+Copying warm-up (`copy_steps` > 0): the first steps train on copying exercises only (short runs
+of random tokens, repeated), which is what forms an induction head, the attention that looks
+back to where the current tokens occurred before and predicts what followed them. Natural code
+alone did not form one within the tiny size's budget; exercises mixed into the corpus at the
+same time (`BlockSampler.copy_share`) keep it afterwards.
 """
 
 from __future__ import annotations
@@ -52,6 +58,9 @@ class LoopPlan:
     units_per_sequence: int = 1  # packed blocks joined into one full-length sequence
     short_share: float = 0.0  # share of the schedule trained on single blocks (short sequences) first
     bf16: bool = False  # bfloat16 autocast of the forward and backward
+    copy_steps: int = 0  # first steps on copying exercises only (BlockSampler.copy_rows); 0: none
+    copy_batch: int = 16  # exercises per warm-up step
+    copy_width: int = 64  # tokens per warm-up exercise
 
     def units(self, position: float) -> int:
         """Blocks per sequence at this point of the schedule: one in the short phase, all after it."""
@@ -167,8 +176,10 @@ def _one(model: PreTrainedModel, opt: torch.optim.Optimizer, blocks: BlockSample
     t0 = time.perf_counter()
     device = next(model.parameters()).device
     position = schedule_position(state, plan)
-    units = plan.units(position)
-    ids = blocks.rows(state.blocks, plan.rows(units), units).to(device)
+    units = 0 if state.step < plan.copy_steps else plan.units(position)
+    rows = blocks.copy_rows(state.step, plan.copy_batch, plan.copy_width) if units == 0 else \
+        blocks.rows(state.blocks, plan.rows(units), units)
+    ids = rows.to(device)
     window.lr = cosine_lr(state.step, position, plan.warmup_steps, plan.learning_rate, plan.min_lr_ratio)
     window.losses.append(_step(model, opt, ids, window.lr, plan.bf16))
     state.spent_s += time.perf_counter() - t0

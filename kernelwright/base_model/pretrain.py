@@ -83,6 +83,9 @@ class Preset:
     minutes: float
     corpus_chars: int  # 0: every document of the sources
     tokenizer_chars: int
+    copy_share: float = 0.0  # share of sequences that are copying exercises (BlockSampler)
+    copy_steps: int = 0  # first steps on copying exercises only (LoopPlan)
+    conv_kernel: int = 3  # tokens each short convolution sees (LFM2's conv_L_cache)
 
 
 SIZES = {
@@ -225,7 +228,7 @@ def _new_model(p: Preset, tokenizer: PreTrainedTokenizerBase, seed: int) -> PreT
     pre-tokenisation, so the curated token ids would not be the pretrained ones."""
     config = AutoConfig.for_model(
         "lfm2", vocab_size=len(tokenizer), hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
-        block_auto_adjust_ff_dim=False, num_hidden_layers=len(p.layers),
+        block_auto_adjust_ff_dim=False, num_hidden_layers=len(p.layers), conv_L_cache=p.conv_kernel,
         layer_types=[LAYER_TYPES[k] for k in p.layers], num_attention_heads=p.num_attention_heads,
         num_key_value_heads=p.num_key_value_heads, max_position_embeddings=max(8192, p.seq_len),
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, tie_word_embeddings=True,
@@ -306,12 +309,14 @@ def _pretrain(cfg: PretrainConfig, on_step: OnStep | None) -> PretrainResult:
     opt = make_optimizer(model, p.learning_rate)
     state = load_state(ckpt, model, opt)
     _log_start(cfg, corpus, model, resumed=state.step > 0)
-    blocks = BlockSampler(encode_corpus(tokenizer, corpus.documents), p.short_seq_len or p.seq_len, cfg.seed)
+    blocks = BlockSampler(encode_corpus(tokenizer, corpus.documents), p.short_seq_len or p.seq_len, cfg.seed,
+                          p.copy_share)
     budget = max(p.minutes * 60 - (time.perf_counter() - start) - min(20.0, p.minutes * 6), 1.0)
     loop = LoopPlan(batch_size=p.batch_size, learning_rate=p.learning_rate, warmup_steps=cfg.warmup_steps,
                     max_steps=cfg.max_steps, budget_s=budget if not cfg.max_steps or cfg.minutes else 0.0,
                     checkpoint_s=cfg.checkpoint_s, short_share=p.short_share if p.short_seq_len else 0.0,
-                    units_per_sequence=p.seq_len // p.short_seq_len if p.short_seq_len else 1, bf16=_bf16(cfg))
+                    units_per_sequence=p.seq_len // p.short_seq_len if p.short_seq_len else 1, bf16=_bf16(cfg),
+                    copy_steps=p.copy_steps)
     state = train_loop(model, opt, blocks, loop, state, ckpt, on_step)
     return _finish(cfg, out, key, corpus, model, tokenizer, state, start)
 

@@ -62,7 +62,9 @@ class BlockSampler:
     tokens: torch.Tensor
     block_len: int
     seed: int = 0
+    copy_share: float = 0.0  # share of sequences replaced by a repeated run of random corpus tokens (0: none)
     _perms: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict, repr=False)
+    _ids: torch.Tensor | None = field(default=None, repr=False)
 
     def windows(self, units: int) -> int:
         """How many sequences of `units` blocks one pass over the tokens holds."""
@@ -79,8 +81,31 @@ class BlockSampler:
         out = []
         for q in range(first, first + count):
             w = int(self._perm(units, q // n, n)[q % n])
-            out.append(self.tokens[w * width: (w + 1) * width])
+            out.append(self._copy_row(width, units, q) if self._is_copy(units, q) else
+                       self.tokens[w * width: (w + 1) * width])
         return torch.stack(out)
+
+    def copy_rows(self, key: int, count: int, width: int) -> torch.Tensor:
+        """(count, width) copying exercises, the same for the same `key`: see `_copy_row`."""
+        return torch.stack([self._copy_row(width, 0, key * 65_537 + i) for i in range(count)])
+
+    def _generator(self, units: int, q: int) -> torch.Generator:
+        return torch.Generator().manual_seed(self.seed * 7_919 + units * 104_729 + q)
+
+    def _is_copy(self, units: int, q: int) -> bool:
+        return self.copy_share > 0 and float(torch.rand(1, generator=self._generator(units, q))) < self.copy_share
+
+    def _copy_row(self, width: int, units: int, q: int) -> torch.Tensor:
+        """A copying exercise: a run of 8 to width/2 tokens drawn uniformly from the corpus's distinct ids,
+        repeated to fill the sequence. Only attending back to the run's last occurrence predicts what
+        follows, which is how a model learns to copy from its context (an induction head)."""
+        gen = self._generator(units, q)
+        torch.rand(1, generator=gen)  # the draw that chose this row
+        if self._ids is None:
+            self._ids = torch.unique(self.tokens)
+        run = int(torch.randint(8, max(width // 2, 9), (1,), generator=gen))
+        picks = self._ids[torch.randint(0, len(self._ids), (run,), generator=gen)]
+        return picks.repeat(-(-width // run))[:width]
 
     def _perm(self, units: int, epoch: int, n: int) -> torch.Tensor:
         key = (units, epoch)

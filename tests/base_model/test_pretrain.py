@@ -157,6 +157,29 @@ def test_curriculum_trains_short_sequences_first_then_joined_blocks(tmp_path: Pa
     assert state.blocks == 16 and state.tokens == 64 and plan.units(0.49) == 1 and plan.units(0.5) == 2
 
 
+def test_copy_warm_up_trains_on_exercises_first_and_consumes_no_corpus_blocks(tmp_path: Path) -> None:
+    from kernelwright.base_model.loop import make_optimizer, train_loop
+
+    model = _new_model(PretrainConfig(size="micro").preset(), load_tokenizer_stub(), seed=0)
+    seen: list[torch.Tensor] = []
+    original = model.forward
+
+    def record(*args, **kwargs):
+        seen.append(kwargs["input_ids"].clone())
+        return original(*args, **kwargs)
+
+    model.forward = record  # type: ignore[method-assign]
+    blocks = BlockSampler(torch.arange(400) % 200, block_len=4)
+    plan = LoopPlan(batch_size=4, learning_rate=1e-3, warmup_steps=1, max_steps=4, budget_s=0.0,
+                    copy_steps=2, copy_batch=3, copy_width=16)
+    state = train_loop(model, make_optimizer(model, 1e-3), blocks, plan, LoopState(), tmp_path)
+    assert [tuple(x.shape) for x in seen] == [(3, 16), (3, 16), (4, 4), (4, 4)]
+    for row in torch.cat(seen[:2]).tolist():  # a run repeated to the width
+        assert any(row[k:] == row[:-k] for k in range(8, 9))
+    assert torch.equal(seen[2], blocks.rows(0, 4, 1)) and state.blocks == 8  # the corpus starts after them
+    assert torch.equal(blocks.copy_rows(1, 3, 16), seen[1])  # drawn by step: a resume draws the same
+
+
 def test_blocks_come_shuffled_each_once_an_epoch_and_again_after_a_resume() -> None:
     sampler = BlockSampler(torch.arange(80), block_len=4, seed=3)
     epoch = sampler.rows(0, 20, 1)
@@ -167,6 +190,21 @@ def test_blocks_come_shuffled_each_once_an_epoch_and_again_after_a_resume() -> N
     joined = sampler.rows(0, 10, 2)
     assert joined.shape == (10, 8) and sorted(joined[:, 0].tolist()) == list(range(0, 80, 8))
     assert torch.equal(BlockSampler(torch.arange(80), block_len=4, seed=3).rows(0, 20, 1), epoch)
+
+
+def test_copy_exercises_repeat_random_corpus_tokens_in_the_chosen_share_of_sequences() -> None:
+    tokens = torch.arange(64_000) + 1000
+    plain = BlockSampler(tokens, block_len=256, seed=1).rows(0, 200, 1)
+    sampler = BlockSampler(tokens, block_len=256, seed=1, copy_share=0.25)
+    rows = sampler.rows(0, 200, 1)
+    changed = [i for i in range(200) if not torch.equal(rows[i], plain[i])]
+    assert 30 <= len(changed) <= 70  # about a quarter, chosen by seed; the others are the plain draw
+    for i in changed:
+        row = rows[i].tolist()
+        run = next(k for k in range(8, 129) if row[k:] == row[:-k])  # the shortest period of the row
+        assert all(t >= 1000 for t in row) and len(set(row[:run])) > run // 2  # corpus tokens, not a pattern
+        assert row[:run] != list(range(row[0], row[0] + run))  # drawn at random, not a block of the corpus
+    assert torch.equal(sampler.rows(0, 200, 1), rows)  # the same draw again: a resume sees the same text
 
 
 def load_tokenizer_stub():

@@ -25,7 +25,7 @@ def test_kill_and_resume_continues_the_same_run(tmp_path: Path, tiny_model_dir: 
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     common = ["--workdir", str(tmp_path), "--base-model", str(tiny_model_dir)]
     subprocess.run(_cli("curate", *common), check=True, env=env, capture_output=True)
-    train = _cli("train", *common, "--max-steps", "120", "--save-steps", "4", "--logging-steps", "1",
+    train = _cli("train", *common, "--max-steps", "40", "--save-steps", "4", "--logging-steps", "1",
                  "--per-device-train-batch-size", "1", "--max-length", "2048")
     proc = subprocess.Popen(train, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
@@ -44,8 +44,8 @@ def test_kill_and_resume_continues_the_same_run(tmp_path: Path, tiny_model_dir: 
     runs = client.search_runs([exp.experiment_id], filter_string="tags.`kernelwright.stage` = 'train'")
     assert [r.info.run_id for r in runs] == [first_id]
     steps = [m.step for m in client.get_metric_history(first_id, "loss")]
-    assert max(steps) == 120
-    assert str(last_complete_checkpoint(tmp_path / "train")).endswith("checkpoint-120")
+    assert max(steps) == 40
+    assert str(last_complete_checkpoint(tmp_path / "train")).endswith("checkpoint-40")
     assert (tmp_path / "train" / "final" / "config.json").is_file()
 
 

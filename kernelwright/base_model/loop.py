@@ -58,7 +58,7 @@ class LoopPlan:
     units_per_sequence: int = 1  # packed blocks joined into one full-length sequence
     short_share: float = 0.0  # share of the schedule trained on single blocks (short sequences) first
     bf16: bool = False  # bfloat16 autocast of the forward and backward
-    copy_steps: int = 0  # first steps on copying exercises only (BlockSampler.copy_rows); 0: none
+    copy_steps: int = 0  # first steps on copying exercises only (BlockSampler.copy_batch); 0: none
     copy_batch: int = 16  # exercises per warm-up step
     copy_width: int = 64  # tokens per warm-up exercise
 
@@ -126,11 +126,12 @@ def bf16_fast(device: torch.device) -> bool:
     return device.type == "cuda" or bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
-def _step(model: PreTrainedModel, opt: torch.optim.Optimizer, ids: torch.Tensor, lr: float, bf16: bool) -> float:
+def _step(model: PreTrainedModel, opt: torch.optim.Optimizer, ids: torch.Tensor, labels: torch.Tensor, lr: float,
+          bf16: bool) -> float:
     for group in opt.param_groups:
         group["lr"] = lr
     with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=bf16):
-        loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+        loss = model(input_ids=ids, labels=labels, use_cache=False).loss
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
@@ -177,11 +178,11 @@ def _one(model: PreTrainedModel, opt: torch.optim.Optimizer, blocks: BlockSample
     device = next(model.parameters()).device
     position = schedule_position(state, plan)
     units = 0 if state.step < plan.copy_steps else plan.units(position)
-    rows = blocks.copy_rows(state.step, plan.copy_batch, plan.copy_width) if units == 0 else \
-        blocks.rows(state.blocks, plan.rows(units), units)
-    ids = rows.to(device)
+    ids, labels = blocks.copy_batch(state.step, plan.copy_batch, plan.copy_width) if units == 0 else \
+        blocks.batch(state.blocks, plan.rows(units), units)
+    ids, labels = ids.to(device), labels.to(device)
     window.lr = cosine_lr(state.step, position, plan.warmup_steps, plan.learning_rate, plan.min_lr_ratio)
-    window.losses.append(_step(model, opt, ids, window.lr, plan.bf16))
+    window.losses.append(_step(model, opt, ids, labels, window.lr, plan.bf16))
     state.spent_s += time.perf_counter() - t0
     state.step += 1
     state.blocks += ids.shape[0] * units

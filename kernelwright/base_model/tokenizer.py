@@ -29,6 +29,7 @@ from kernelwright.base_model.corpus import Document
 from kernelwright.models import BOS, train_tokenizer
 
 ENCODE_BATCH = 64
+IGNORE = -100  # a label the loss skips
 
 
 def train_code_tokenizer(docs: Sequence[Document], vocab_size: int, max_chars: int) -> PreTrainedTokenizerFast:
@@ -72,6 +73,11 @@ class BlockSampler:
 
     def rows(self, start: int, count: int, units: int) -> torch.Tensor:
         """(count, units * block_len) ids: the sequences drawn after `start` blocks were consumed."""
+        return self.batch(start, count, units)[0]
+
+    def batch(self, start: int, count: int, units: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The sequences drawn after `start` blocks were consumed and their labels (the ids, except
+        IGNORE over the random first run of a copying exercise)."""
         n = self.windows(units)
         if n == 0:
             raise ValueError(f"the corpus holds {len(self.tokens)} tokens, fewer than one sequence of "
@@ -81,13 +87,14 @@ class BlockSampler:
         out = []
         for q in range(first, first + count):
             w = int(self._perm(units, q // n, n)[q % n])
-            out.append(self._copy_row(width, units, q) if self._is_copy(units, q) else
-                       self.tokens[w * width: (w + 1) * width])
-        return torch.stack(out)
+            text = self.tokens[w * width: (w + 1) * width]
+            out.append(self._copy_row(width, units, q) if self._is_copy(units, q) else (text, text))
+        return torch.stack([ids for ids, _ in out]), torch.stack([labels for _, labels in out])
 
-    def copy_rows(self, key: int, count: int, width: int) -> torch.Tensor:
-        """(count, width) copying exercises, the same for the same `key`: see `_copy_row`."""
-        return torch.stack([self._copy_row(width, 0, key * 65_537 + i) for i in range(count)])
+    def copy_batch(self, key: int, count: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(count, width) copying exercises and their labels, the same for the same `key`: see `_copy_row`."""
+        out = [self._copy_row(width, 0, key * 65_537 + i) for i in range(count)]
+        return torch.stack([ids for ids, _ in out]), torch.stack([labels for _, labels in out])
 
     def _generator(self, units: int, q: int) -> torch.Generator:
         return torch.Generator().manual_seed(self.seed * 7_919 + units * 104_729 + q)
@@ -95,17 +102,22 @@ class BlockSampler:
     def _is_copy(self, units: int, q: int) -> bool:
         return self.copy_share > 0 and float(torch.rand(1, generator=self._generator(units, q))) < self.copy_share
 
-    def _copy_row(self, width: int, units: int, q: int) -> torch.Tensor:
+    def _copy_row(self, width: int, units: int, q: int) -> tuple[torch.Tensor, torch.Tensor]:
         """A copying exercise: a run of 8 to width/2 tokens drawn uniformly from the corpus's distinct ids,
-        repeated to fill the sequence. Only attending back to the run's last occurrence predicts what
-        follows, which is how a model learns to copy from its context (an induction head)."""
+        repeated to fill the sequence, and its labels. Only attending back to the run's last occurrence
+        predicts what follows, which is how a model learns to copy from its context (an induction
+        head). The first run is noise that nothing predicts: its labels are IGNORE, so that the
+        exercise teaches copying and not a flatter guess everywhere."""
         gen = self._generator(units, q)
         torch.rand(1, generator=gen)  # the draw that chose this row
         if self._ids is None:
             self._ids = torch.unique(self.tokens)
         run = int(torch.randint(8, max(width // 2, 9), (1,), generator=gen))
         picks = self._ids[torch.randint(0, len(self._ids), (run,), generator=gen)]
-        return picks.repeat(-(-width // run))[:width]
+        ids = picks.repeat(-(-width // run))[:width]
+        labels = ids.clone()
+        labels[:run] = IGNORE
+        return ids, labels
 
     def _perm(self, units: int, epoch: int, n: int) -> torch.Tensor:
         key = (units, epoch)

@@ -19,7 +19,7 @@ from kernelwright.base_model.pretrain import (
     idle_cores,
     pretrain,
 )
-from kernelwright.base_model.tokenizer import BlockSampler, train_code_tokenizer
+from kernelwright.base_model.tokenizer import IGNORE, BlockSampler, train_code_tokenizer
 from kernelwright.cli import main
 from kernelwright.models import load_base_model, load_tokenizer
 from kernelwright.tracking import EXPERIMENT
@@ -177,7 +177,7 @@ def test_copy_warm_up_trains_on_exercises_first_and_consumes_no_corpus_blocks(tm
     for row in torch.cat(seen[:2]).tolist():  # a run repeated to the width
         assert any(row[k:] == row[:-k] for k in range(8, 9))
     assert torch.equal(seen[2], blocks.rows(0, 4, 1)) and state.blocks == 8  # the corpus starts after them
-    assert torch.equal(blocks.copy_rows(1, 3, 16), seen[1])  # drawn by step: a resume draws the same
+    assert torch.equal(blocks.copy_batch(1, 3, 16)[0], seen[1])  # drawn by step: a resume draws the same
 
 
 def test_blocks_come_shuffled_each_once_an_epoch_and_again_after_a_resume() -> None:
@@ -205,6 +205,11 @@ def test_copy_exercises_repeat_random_corpus_tokens_in_the_chosen_share_of_seque
         assert all(t >= 1000 for t in row) and len(set(row[:run])) > run // 2  # corpus tokens, not a pattern
         assert row[:run] != list(range(row[0], row[0] + run))  # drawn at random, not a block of the corpus
     assert torch.equal(sampler.rows(0, 200, 1), rows)  # the same draw again: a resume sees the same text
+    ids, labels = sampler.batch(0, 200, 1)
+    for i in range(200):  # the loss skips an exercise's first run (noise), and nothing else
+        skipped = (labels[i] == IGNORE).nonzero().flatten().tolist()
+        assert skipped == (list(range(len(skipped))) if i in changed else []) and (i not in changed or skipped)
+        assert torch.equal(labels[i][len(skipped):], ids[i][len(skipped):])
 
 
 def load_tokenizer_stub():

@@ -32,9 +32,18 @@ def gpu_type() -> str:
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else NO_GPU
 
 
-def eval_scope(suite: str, gpu: str | None = None) -> dict[str, str]:
-    """What two sets of figures must share to be compared: suite (problems and samples), judge, GPU type."""
-    return {"suite": suite, "judge_version": JUDGE_VERSION, "gpu_type": gpu if gpu is not None else gpu_type()}
+def sampling_scope(temperature: float | None, max_new_tokens: int | None) -> str:
+    """How the candidates were sampled, as the scope records it (None: files generated elsewhere)."""
+    if temperature is None or max_new_tokens is None:
+        return "external"
+    return f"temperature={temperature:g},max_new_tokens={max_new_tokens}"
+
+
+def eval_scope(suite: str, sampling: str, gpu: str | None = None) -> dict[str, str]:
+    """What two sets of figures must share to be compared: suite (problems and samples), how the
+    candidates were sampled (`sampling_scope`), judge, GPU type."""
+    return {"suite": suite, "sampling": sampling, "judge_version": JUDGE_VERSION,
+            "gpu_type": gpu if gpu is not None else gpu_type()}
 
 
 def gate_figures(metrics: dict[str, float], view: str) -> dict[str, float]:
@@ -103,19 +112,19 @@ def rollback(name: str) -> tuple[str, str | None]:
     return previous, demoted
 
 
-def record_and_gate(ref: ModelRef, metrics: dict[str, float], suite: str, view: str = "own",
+def record_and_gate(ref: ModelRef, metrics: dict[str, float], suite: str, sampling: str, view: str = "own",
                     margin: float = 0.0) -> GateDecision:
     """Tag the version with its figures, compare with the champion, move the alias if it wins.
 
-    Figures are compared only within one scope (`eval_scope`: suite, judge version, GPU type); `view`
-    picks own-kernel or KernelBench figures.
+    Figures are compared only within one scope (`eval_scope`: suite, sampling, judge version, GPU
+    type); `view` picks own-kernel or KernelBench figures.
     """
     assert ref.name is not None and ref.version is not None
     candidate = gate_figures(metrics, view)
     missing = [k for k in GATE_KEYS if k not in candidate]
     if missing:
         return GateDecision(False, f"not gated: {', '.join(missing)} not measured", candidate, None)
-    scope = eval_scope(suite)
+    scope = eval_scope(suite, sampling)
     record_figures(ref.name, ref.version, metrics, scope)
     champ_version = alias_version(ref.name, CHAMPION)
     champion = None
@@ -124,9 +133,9 @@ def record_and_gate(ref: ModelRef, metrics: dict[str, float], suite: str, view: 
             return GateDecision(False, "this version is already the champion", candidate, None)
         champion = recorded_figures(ref.name, champ_version, scope, view)
         if champion is None:
-            return GateDecision(False, f"champion v{champ_version} has no figures on suite {suite} from judge "
-                                       f"version {JUDGE_VERSION} on GPU type {scope['gpu_type']}; evaluate it "
-                                       "on this suite first", candidate, None)
+            return GateDecision(False, f"champion v{champ_version} has no figures on suite {suite} sampled "
+                                       f"with {sampling} from judge version {JUDGE_VERSION} on GPU type "
+                                       f"{scope['gpu_type']}; evaluate it the same way first", candidate, None)
     decision = decide(candidate, champion, margin)
     if decision.promote:
         promote(ref.name, ref.version, f"{view} view: {decision.reason}")

@@ -33,7 +33,7 @@ from kernelwright.curation.stage import check_arguments as check_curate_argument
 from kernelwright.evaluation.candidates import select_problems
 from kernelwright.evaluation.checking import Verifier
 from kernelwright.evaluation.gate import CHAMPION
-from kernelwright.evaluation.registry import alias_version, eval_scope
+from kernelwright.evaluation.registry import alias_version, eval_scope, sampling_scope
 from kernelwright.evaluation.stage import suite_id
 from kernelwright.models import resolve_base_model
 from kernelwright.retrain.champion import SKIPPED, GateOutcome, GateScope, run_gate
@@ -87,8 +87,7 @@ def run_retrain(cfg: RetrainConfig, verifier: Verifier | None = None,
         start = time.perf_counter()
         on_stage("watermark")
         mark = watermark_of(cfg, workdir)
-        figures = {**eval_scope(suite_id(problems, cfg.samples)),
-                   "sampling": f"temperature={cfg.temperature:g},max_new_tokens={cfg.max_new_tokens}"}
+        figures = eval_scope(suite_id(problems, cfg.samples), sampling_scope(cfg.temperature, cfg.max_new_tokens))
         key = digest_settings({**figures, "view": cfg.gate_view})
         scope = GateScope(figures, key, retrain_root(workdir) / f"evaluate-{key}")
         done = finished_run(mark, key)

@@ -280,6 +280,16 @@ def test_the_gate_compares_own_kernel_figures_unless_told_otherwise(suite: Path,
     other_judge = run(versions[2], 9.0, 1.0)
     assert other_judge.gate is not None and not other_judge.gate.promote
     assert "judge version" in other_judge.gate.reason
+    assert tags["kw.eval.sampling"] == "external"  # candidate files from elsewhere: sampling unknown
+    client.set_model_version_tag(name, versions[0], "kw.eval.judge_version", JUDGE_VERSION)
+    client.set_model_version_tag(name, versions[0], "kw.eval.sampling", "temperature=0.8,max_new_tokens=1024")
+    other_sampling = run(versions[2], 9.0, 1.0)  # figures of candidates sampled another way are not compared
+    assert other_sampling.gate is not None and not other_sampling.gate.promote
+    assert "sampled with external" in other_sampling.gate.reason
+    client.set_model_version_tag(name, versions[0], "kw.eval.sampling", "external")
+    same_scope = run(versions[2], 9.0, 1.0)  # compared again: the same figures as the champion's
+    assert same_scope.gate is not None and same_scope.gate.champion is not None
+    assert same_scope.gate.reason == "fast_1 did not improve"
 
 
 def test_the_kernelbench_view_gate_counts_partial_pytorch(suite: Path, tmp_path: Path,

@@ -44,9 +44,8 @@ THRESHOLDS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
 COPY_RUN = 5  # tokens: a run this long seen before in the sample makes the last one copyable
 
 
-def _copyable(ids: list[int], p: list[float], start: int) -> tuple[int, int, int, int]:
-    """(completion tokens scored, copyable ones, copyable ones at p_t >= 0.9, tokens that copying the
-    continuation of the last occurrence of the 5 tokens before them gets right)."""
+def _copyable(ids: list[int], p: list[float], start: int) -> tuple[int, int, int]:
+    """(completion tokens scored, copyable ones, copyable ones at p_t >= 0.9)."""
     seen: set[tuple[int, ...]] = set()
     scored = copyable = confident = 0
     for i in range(len(ids)):
@@ -57,7 +56,7 @@ def _copyable(ids: list[int], p: list[float], start: int) -> tuple[int, int, int
                 copyable += 1
                 confident += p[i] >= 0.9
         seen.add(run)
-    return scored, copyable, confident, sum(_copied_flags(ids, start))
+    return scored, copyable, confident
 
 
 def _copied_flags(ids: list[int], start: int) -> list[bool]:
@@ -71,14 +70,14 @@ def _copied_flags(ids: list[int], start: int) -> list[bool]:
     return out
 
 
-def masked_share_if_copying(curated: Path) -> float:
+def masked_share_if_copying(rows: list[dict], copied: list[list[bool]]) -> float:
     """The masked share of completion tokens under the default CuSeT constants if the base were also sure
-    (p_t = 1) of every token that copying from context gets right: the most copying could add."""
+    (p_t = 1) of every token that copying from context gets right (`copied`, per row of the curated
+    Parquet): the most copying could add."""
     frames = []
-    for sample, row in enumerate(pl.read_parquet(curated / "data.parquet").iter_rows(named=True)):
+    for sample, (row, flags) in enumerate(zip(rows, copied, strict=True)):
         k, n = row["prompt_len"], len(row["input_ids"])
-        copied = _copied_flags(row["input_ids"], k)
-        p = [None if i < k else (1.0 if copied[i] else row["p"][i]) for i in range(n)]
+        p = [None if i < k else (1.0 if flags[i] else row["p"][i]) for i in range(n)]
         frames.append(pl.DataFrame({"sample": [sample] * n, "pos": list(range(n)), "p": p, "c": row["sensitive"],
                                     "completion": [i >= k for i in range(n)]}, schema_overrides={"p": pl.Float64}))
     t = token_weights(pl.concat(frames).lazy(), CusetParams()).collect()
@@ -87,10 +86,12 @@ def masked_share_if_copying(curated: Path) -> float:
 
 def confidence_figures(curated: Path) -> dict[str, float]:
     """The curate run's own figures (report.json) and the shares of completion tokens at each p_t
-    threshold and of copyable ones, from the curated Parquet in `curated`."""
+    threshold, of copyable ones and of copied ones, from the curated Parquet in `curated`."""
     stats = json.loads((curated / "report.json").read_text())["stats"]
-    ps, sens, totals = [], [], np.zeros(4)
-    for row in pl.read_parquet(curated / "data.parquet").iter_rows(named=True):
+    rows = list(pl.read_parquet(curated / "data.parquet").iter_rows(named=True))
+    copied = [_copied_flags(row["input_ids"], row["prompt_len"]) for row in rows]
+    ps, sens, totals = [], [], np.zeros(3)
+    for row in rows:
         k = row["prompt_len"]
         ps.append(np.asarray(row["p"][k:], dtype=float))
         sens.append(np.asarray(row["sensitive"][k:], dtype=bool))
@@ -103,8 +104,8 @@ def confidence_figures(curated: Path) -> dict[str, float]:
         out[f"share_p_ge_{t}_other"] = float((p[~s] >= t).mean())
     out["copyable_share"] = float(totals[1] / totals[0])
     out["copyable_confident_share"] = float(totals[2] / max(totals[1], 1))
-    out["copy_oracle_share"] = float(totals[3] / totals[0])
-    out["masked_share_if_copying"] = masked_share_if_copying(curated)
+    out["copy_oracle_share"] = float(sum(map(sum, copied)) / totals[0])
+    out["masked_share_if_copying"] = masked_share_if_copying(rows, copied)
     return out
 
 

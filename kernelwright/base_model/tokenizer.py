@@ -89,12 +89,11 @@ class BlockSampler:
             w = int(self._perm(units, q // n, n)[q % n])
             text = self.tokens[w * width: (w + 1) * width]
             out.append(self._copy_row(width, units, q) if self._is_copy(units, q) else (text, text))
-        return torch.stack([ids for ids, _ in out]), torch.stack([labels for _, labels in out])
+        return _stacked(out)
 
     def copy_batch(self, key: int, count: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(count, width) copying exercises and their labels, the same for the same `key`: see `_copy_row`."""
-        out = [self._copy_row(width, 0, key * 65_537 + i) for i in range(count)]
-        return torch.stack([ids for ids, _ in out]), torch.stack([labels for _, labels in out])
+        return _stacked([self._copy_row(width, 0, key * 65_537 + i) for i in range(count)])
 
     def _generator(self, units: int, q: int) -> torch.Generator:
         return torch.Generator().manual_seed(self.seed * 7_919 + units * 104_729 + q)
@@ -125,3 +124,8 @@ class BlockSampler:
             gen = torch.Generator().manual_seed(self.seed * 1_000_003 + units * 10_007 + epoch)
             self._perms[key] = torch.randperm(n, generator=gen)
         return self._perms[key]
+
+
+def _stacked(rows: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, labels) rows as one (ids, labels) pair of batches."""
+    return torch.stack([ids for ids, _ in rows]), torch.stack([labels for _, labels in rows])

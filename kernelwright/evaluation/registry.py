@@ -32,10 +32,12 @@ def gpu_type() -> str:
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else NO_GPU
 
 
-def sampling_scope(temperature: float | None, max_new_tokens: int | None) -> str:
-    """How the candidates were sampled, as the scope records it (None: files generated elsewhere)."""
-    if temperature is None or max_new_tokens is None:
-        return "external"
+EXTERNAL_SAMPLING = "external"
+"""The sampling scope of candidate files generated elsewhere (`evaluate --generations`)."""
+
+
+def sampling_scope(temperature: float, max_new_tokens: int) -> str:
+    """How the candidates were sampled, as the scope records it."""
     return f"temperature={temperature:g},max_new_tokens={max_new_tokens}"
 
 

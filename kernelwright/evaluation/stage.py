@@ -35,7 +35,7 @@ from kernelwright.evaluation.candidates import BUILTIN, candidates_from, select_
 from kernelwright.evaluation.checking import Row, Verifier, check_candidates
 from kernelwright.evaluation.gate import GateDecision
 from kernelwright.evaluation.metrics import GroupFigures, SuiteFigures, suite_figures
-from kernelwright.evaluation.registry import record_and_gate, sampling_scope
+from kernelwright.evaluation.registry import EXTERNAL_SAMPLING, record_and_gate, sampling_scope
 from kernelwright.evaluation.report import write_report
 from kernelwright.generation import HFBackend
 from kernelwright.models import ModelRef, load_model, resolve_ref
@@ -191,7 +191,7 @@ def _gate(ref: ModelRef | None, cfg: EvaluateConfig, gpu: bool, overall: GroupFi
         return None, "the model is not a registered version (pass --model models:/NAME@ALIAS to gate it)"
     if not gpu:
         return None, "not GPU-verified: fast_1 was not measured, so the champion stays"
-    sampling = sampling_scope(*((None, None) if cfg.generations else (cfg.temperature, cfg.max_new_tokens)))
+    sampling = EXTERNAL_SAMPLING if cfg.generations else sampling_scope(cfg.temperature, cfg.max_new_tokens)
     decision = record_and_gate(ref, overall.values, suite, sampling, cfg.gate_view)
     return decision, decision.reason
 

@@ -14,7 +14,7 @@ spread" when the reverse holds, and neither otherwise.
 
 With `--tracking-uri` (the ablation's store, e.g. sqlite:///WORKDIR/mlflow.db), one parent run
 `cuset-ablation` gets the table, the figure and the summary metrics, and the ablation's
-`train-ablation`, `heldout-nll` and `evaluate` runs of that store become its children, so the
+`train-ablation`, `heldout-nll`, `generate` and `evaluate` runs of that store become its children, so the
 whole ablation sits under one run.
 """
 
@@ -163,7 +163,7 @@ def log_parent(rows: list[Row], tracking_uri: str, files: list[Path]) -> str:
         for run in client.search_runs([exp.experiment_id]):
             top = "mlflow.parentRunId" not in run.data.tags
             if top and run.info.run_id != parent_id and run.info.run_name in ("train-ablation", "heldout-nll",
-                                                                              "evaluate"):
+                                                                              "generate", "evaluate"):
                 client.set_tag(run.info.run_id, "mlflow.parentRunId", parent_id)
     return parent_id
 

@@ -140,10 +140,15 @@ def _train(argv: Sequence[str]) -> int:
 
 def _evaluate(argv: Sequence[str]) -> int:
     from kernelwright.evaluation.report import results_table
-    from kernelwright.evaluation.stage import EvaluateConfig, evaluate, plan_evaluation
+    from kernelwright.evaluation.stage import EvaluateConfig, evaluate, generate_candidates, plan_evaluation
 
     cfg = parse_config(EvaluateConfig, argv, "kernelwright evaluate", "Generate, verify and score kernels.")
     plan = plan_evaluation(cfg)  # bad arguments are refused before the MLflow store is touched
+    if cfg.generate_only:
+        record = _in_stage_run("generate", cfg, lambda: generate_candidates(cfg, plan))
+        console.print(f"[green]generated[/] {record.samples} sample(s) for each of {record.problems} problems "
+                      f"in {record.generate_s:.0f} s -> {plan.generations} (check them with --generations)")
+        return 0
     result = _in_stage_run("evaluate", cfg, lambda: evaluate(cfg, plan=plan))
     console.print(results_table(result.figures, result.gpu_verified, result.gpu_reason))
     console.print(closing_line(result))

@@ -4,6 +4,8 @@
     kernelwright evaluate --suite builtin --model models:/kernelwright-coder@candidate --samples 4
     kernelwright evaluate --suite DIR --generations GEN_DIR # verify files someone else generated
     kernelwright evaluate --ray auto --ray-gpu-fraction 0.25 # verification spread over a Ray cluster
+    kernelwright evaluate --model M --generate-only --out E  # candidates only; check later with
+    kernelwright evaluate --model M --generations E/generations --out E   # ... the same sampling scope
 
 Generated code lands in `<out>/generations/<problem_id>/sample_<k>.py` and is verified from
 there. Every sample gets the static checks and an NVRTC compile; on a machine with a CUDA device
@@ -13,11 +15,17 @@ fast_p curve, the geometric-mean speedup and roofline share, per category too. W
 results say `gpu_verified: false` with the reason, and no correctness or speed figure is made up.
 A registered model (`models:/...`) is tagged with its figures and the `champion` alias moves to it
 when the gate (gate.py) says it is better.
+
+`--generate-only` writes the candidates and `generation.json` (how they were sampled) and stops:
+generation of several models can then share one GPU while their checks, run later from the
+generations folders, time kernels one at a time (verification holds a host-wide timing lock). A
+folder with that record keeps its sampling scope at the gate; other folders are `external`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -29,6 +37,7 @@ from typing import Any
 import mlflow
 from rich.progress import Progress
 
+from kernelwright import atomic
 from kernelwright.config import config_record, config_to_params
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.candidates import BUILTIN, candidates_from, select_problems, write_generations
@@ -54,6 +63,7 @@ from kernelwright.verifier.verdict import Verdict
 from kernelwright.verifier.verify import VerifyConfig, cuda_available, run_workers
 from kernelwright.workdir import TRACKING_URI_HELP, resolve_workdir
 
+GENERATION_RECORD = "generation.json"
 NO_GPU_REASON = "no CUDA device on this machine: correctness and timing were not measured"
 NO_RAY_GPU_REASON = "no GPU in the Ray cluster: correctness and timing were not measured"
 
@@ -71,6 +81,9 @@ class EvaluateConfig:
     generations: str | None = field(default=None, metadata={
         "help": "Folder of candidate files (<problem_id>/sample_<k>.py or <problem_id>.py) to verify "
                 "instead of generating."})
+    generate_only: bool = field(default=False, metadata={
+        "help": "Write the candidates to <out>/generations with how they were sampled (generation.json) and "
+                "stop before any check; check them later with --generations. Off: generate and check."})
     split: str = field(default="test", metadata={"help": "Seed tasks when no --suite: test (held-out) or all."})
     samples: int = field(default=1, metadata={"help": "Candidates per problem."})
     max_new_tokens: int = field(default=384, metadata={"help": "Generation budget per completion, in tokens."})
@@ -112,6 +125,8 @@ class EvaluateConfig:
         if not 0.0 <= self.own_kernel_share <= 1.0:
             raise ValueError("own_kernel_share is a share of device time, between 0 and 1")
         check_gpu_fraction(self.ray_gpu_fraction)
+        if self.generate_only and self.generations:
+            raise ValueError("--generate-only makes candidates; --generations reads them: pass one of the two")
 
 
 @dataclass
@@ -168,13 +183,53 @@ def suite_id(problems: Sequence[Problem], samples: int) -> str:
     return h.hexdigest()[:16]
 
 
-def generate_into(folder: Path, problems: list[Problem], ref: ModelRef, cfg: EvaluateConfig) -> None:
+@dataclass(frozen=True)
+class GenerationRecord:
+    """How a generations folder was sampled (its `generation.json`)."""
+
+    model: str
+    samples: int
+    temperature: float
+    max_new_tokens: int
+    seed: int
+    problems: int
+    generate_s: float
+
+
+def generate_into(folder: Path, problems: list[Problem], ref: ModelRef, cfg: EvaluateConfig) -> GenerationRecord:
+    """`cfg.samples` completions per problem from `ref`, written as candidate files with `generation.json`."""
+    start = time.perf_counter()
     model, tokenizer = load_model(ref)
     with Progress() as progress:
         backend = HFBackend(model, tokenizer, cfg.max_new_tokens, cfg.temperature, cfg.batch_size, cfg.seed, progress)
         prompts = [prompt_messages(p.path.read_text(encoding="utf-8")) for p in problems]
         completions = backend.generate(prompts, cfg.samples)
     write_generations(folder, problems, completions)
+    record = GenerationRecord(ref.uri, cfg.samples, cfg.temperature, cfg.max_new_tokens, cfg.seed, len(problems),
+                              round(time.perf_counter() - start, 2))
+    atomic.write_text(folder / GENERATION_RECORD, json.dumps(asdict(record), indent=1))
+    return record
+
+
+def generate_candidates(cfg: EvaluateConfig, plan: EvaluationPlan | None = None) -> GenerationRecord:
+    """`--generate-only`: the candidates and their `generation.json`, no check."""
+    plan = plan or plan_evaluation(cfg)
+    if not plan.generate or plan.model is None:
+        raise UsageError("--generate-only needs a model to generate with, not --generations")
+    record = generate_into(plan.generations, plan.problems, resolve_ref(plan.model), cfg)
+    if mlflow.active_run() is not None:
+        mlflow.log_params({**config_to_params(cfg, "evaluate."), "evaluate.model_uri": record.model})
+        mlflow.log_metric("evaluate.generate_s", record.generate_s)
+    return record
+
+
+def recorded_sampling(folder: Path) -> str:
+    """The sampling scope of a generations folder: its `generation.json`'s, else `external`."""
+    try:
+        rec = json.loads((folder / GENERATION_RECORD).read_text(encoding="utf-8"))
+        return sampling_scope(float(rec["temperature"]), int(rec["max_new_tokens"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return EXTERNAL_SAMPLING
 
 
 def verify_config(cfg: EvaluateConfig, workdir: Path) -> VerifyConfig:
@@ -191,7 +246,8 @@ def _gate(ref: ModelRef | None, cfg: EvaluateConfig, gpu: bool, overall: GroupFi
         return None, "the model is not a registered version (pass --model models:/NAME@ALIAS to gate it)"
     if not gpu:
         return None, "not GPU-verified: fast_1 was not measured, so the champion stays"
-    sampling = EXTERNAL_SAMPLING if cfg.generations else sampling_scope(cfg.temperature, cfg.max_new_tokens)
+    sampling = recorded_sampling(Path(cfg.generations)) if cfg.generations else \
+        sampling_scope(cfg.temperature, cfg.max_new_tokens)
     decision = record_and_gate(ref, overall.values, suite, sampling, cfg.gate_view)
     return decision, decision.reason
 

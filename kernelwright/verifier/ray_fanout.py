@@ -26,7 +26,6 @@ Ray is an optional dependency (`pip install 'kernelwright[ray]'`), imported only
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -95,11 +94,6 @@ def connected(address: str) -> Iterator[float]:
         ray.shutdown()
 
 
-def node_timing_lock() -> str:
-    """The timing lock file that every verification task on this node shares."""
-    return str(Path(tempfile.gettempdir()) / f"kw_timing_node_{os.getuid()}.lock")
-
-
 def _reads_as(path: Path, source: str) -> bool:
     try:
         return path.read_text(encoding="utf-8") == source
@@ -134,7 +128,7 @@ def verify_task(cfg: VerifyConfig, problem: str, candidate: str, worker: Worker)
     with tempfile.TemporaryDirectory(prefix="kw_ray_") as scratch:
         cfg = on_this_node(cfg, problem, candidate, Path(scratch))
         with header_built_on_node(cfg.timeout_s / 2, enabled=gpu_here) as pch_lock:
-            spec = verify_module.make_spec(cfg, node_timing_lock(), pch_lock)
+            spec = verify_module.make_spec(cfg, verify_module.host_timing_lock(), pch_lock)
             return worker(spec, cfg.timeout_s, cfg.host_memory_gb)
 
 

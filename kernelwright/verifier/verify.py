@@ -274,27 +274,30 @@ OnDone = Callable[[VerifyConfig, Verdict], None]
 
 def run_workers(cfgs: Sequence[VerifyConfig], jobs: int, on_done: OnDone | None = None) -> list[Verdict]:
     """Worker runs of candidates that already passed `read_inputs` and the static checks: builds and
-    correctness overlap across `jobs` workers; timing is one at a time. torch's precompiled header is
+    correctness overlap across `jobs` workers; timing is one at a time, across processes too
+    (`host_timing_lock`). torch's precompiled header is
     built once, here, while the first workers start (pch.py), instead of by racing workers.
     `on_done(cfg, verdict)` is called as each one finishes (from a pool thread)."""
     if not cfgs:
         return []
-    with tempfile.NamedTemporaryFile(prefix="kw_timing_", suffix=".lock", delete=False) as lock:
-        lock_path = lock.name
-    try:
-        with header_built_alongside(min(cfg.timeout_s for cfg in cfgs) / 2, enabled=cuda_available()) as pch_lock, \
-                fork_server(len(cfgs) > 1 and all(cfg.forkserver for cfg in cfgs)) as server:
+    lock_path = host_timing_lock()
+    with header_built_alongside(min(cfg.timeout_s for cfg in cfgs) / 2, enabled=cuda_available()) as pch_lock, \
+            fork_server(len(cfgs) > 1 and all(cfg.forkserver for cfg in cfgs)) as server:
 
-            def one(cfg: VerifyConfig) -> Verdict:
-                verdict = run_worker(make_spec(cfg, lock_path, pch_lock), cfg.timeout_s, cfg.host_memory_gb, server)
-                if on_done is not None:
-                    on_done(cfg, verdict)
-                return verdict
+        def one(cfg: VerifyConfig) -> Verdict:
+            verdict = run_worker(make_spec(cfg, lock_path, pch_lock), cfg.timeout_s, cfg.host_memory_gb, server)
+            if on_done is not None:
+                on_done(cfg, verdict)
+            return verdict
 
-            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-                return list(pool.map(one, cfgs))
-    finally:
-        Path(lock_path).unlink(missing_ok=True)
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            return list(pool.map(one, cfgs))
+
+
+def host_timing_lock() -> str:
+    """The timing lock file that every verification on this host shares, whichever process runs it: two
+    evaluations side by side time their kernels one at a time. Never removed (a process may hold it)."""
+    return str(Path(tempfile.gettempdir()) / f"kw_timing_node_{os.getuid()}.lock")
 
 
 @contextlib.contextmanager

@@ -62,7 +62,7 @@ def test_local_workers_and_ray_tasks_give_the_same_rows(
     assert len(local) == len(remote) == 4
     assert {m["pid"] for m in local} == {os.getpid()}
     assert len({m["pid"] for m in remote}) == 4 and os.getpid() not in {m["pid"] for m in remote}  # fresh processes
-    assert {m["timing_lock"] for m in remote} == {ray_fanout.node_timing_lock()}  # one lock per node
+    assert {m["timing_lock"] for m in remote} == {verify.host_timing_lock()}  # one lock per node
 
 
 def test_a_task_that_fails_is_a_crash_verdict(ray_instance: None, evaluation: dict) -> None:

@@ -1,0 +1,42 @@
+"""`evaluate --generate-only`: candidates and their sampling record, no check; the record keeps the gate's scope."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelwright.cli import main
+from kernelwright.evaluation.candidates import candidates_from, select_problems
+from kernelwright.evaluation.registry import EXTERNAL_SAMPLING, sampling_scope
+from kernelwright.evaluation.stage import GENERATION_RECORD, EvaluateConfig, recorded_sampling
+
+
+def test_generate_only_writes_candidates_and_their_sampling_and_checks_nothing(tiny_model_dir: Path,
+                                                                               tmp_path: Path) -> None:
+    out = tmp_path / "eval"
+    argv = ["evaluate", "--model", str(tiny_model_dir), "--generate-only", "--samples", "2", "--max-new-tokens", "4",
+            "--temperature", "0.7", "--seed", "3", "--out", str(out), "--workdir", str(tmp_path / "kw")]
+    assert main(argv) == 0
+    problems = select_problems(None, "test")
+    cands = candidates_from(out / "generations", problems, samples=2)
+    assert len(cands) == 2 * len(problems) and all(c.path is not None and c.path.is_file() for c in cands)
+    record = json.loads((out / "generations" / GENERATION_RECORD).read_text())
+    assert record["temperature"] == 0.7 and record["max_new_tokens"] == 4 and record["seed"] == 3
+    assert record["samples"] == 2 and record["problems"] == len(problems) and record["model"] == str(tiny_model_dir)
+    assert not (out / "results.json").exists()  # nothing was checked
+    assert recorded_sampling(out / "generations") == sampling_scope(0.7, 4)
+
+
+def test_a_folder_without_a_readable_record_is_external(tmp_path: Path) -> None:
+    assert recorded_sampling(tmp_path) == EXTERNAL_SAMPLING
+    (tmp_path / GENERATION_RECORD).write_text("{not json")
+    assert recorded_sampling(tmp_path) == EXTERNAL_SAMPLING
+    (tmp_path / GENERATION_RECORD).write_text(json.dumps({"temperature": "hot", "max_new_tokens": 8}))
+    assert recorded_sampling(tmp_path) == EXTERNAL_SAMPLING
+
+
+def test_generate_only_and_generations_together_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="--generate-only makes candidates"):
+        EvaluateConfig(generations=str(tmp_path), generate_only=True)

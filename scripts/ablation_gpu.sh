@@ -20,7 +20,7 @@
 # Every step is an MLflow run in WORKDIR/mlflow.db; nothing here needs a network. Models stay on
 # the host: run everything there, then bring back WORKDIR/mlflow.db and WORKDIR/evaluate-*/.
 # Env: STEPS (training steps, default 300), SAMPLES (per held-out task, default 4), PRETRAIN_MINUTES
-# (default 25), MAX_NEW_TOKENS (per completion, default 1024), EVAL_BATCH (prompts per generate() call,
+# (default 25), MAX_NEW_TOKENS (per completion, default 2048: every seed kernel fits), EVAL_BATCH (prompts per generate() call,
 # default 64), PARALLEL (trainings, generations or checks at a time on the one GPU, default 1), PYTHON.
 # Resumable: a step whose result is there is skipped (the base by its corpus digest and config, the
 # others by their output), and pretraining and training resume from their checkpoints, so the
@@ -32,7 +32,7 @@ WORKDIR="${1:-.kernelwright-ablation}"
 STEPS="${STEPS:-300}"
 SAMPLES="${SAMPLES:-4}"
 PRETRAIN_MINUTES="${PRETRAIN_MINUTES:-25}"
-MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-1024}"
+MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-2048}"
 EVAL_BATCH="${EVAL_BATCH:-64}"
 PARALLEL="${PARALLEL:-1}"
 KW="${PYTHON:-.venv/bin/python} -m kernelwright.cli"

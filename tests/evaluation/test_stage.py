@@ -290,6 +290,11 @@ def test_the_gate_compares_own_kernel_figures_unless_told_otherwise(suite: Path,
     same_scope = run(versions[2], 9.0, 1.0)  # compared again: the same figures as the champion's
     assert same_scope.gate is not None and same_scope.gate.champion is not None
     assert same_scope.gate.reason == "fast_1 did not improve"
+    (gen / "generation.json").write_text(json.dumps({"temperature": 0.8, "max_new_tokens": 1024}))
+    recorded = run(versions[2], 9.0, 1.0)  # a folder that records its sampling keeps that scope
+    assert client.get_model_version(name, versions[2]).tags["kw.eval.sampling"] == \
+        "temperature=0.8,max_new_tokens=1024"
+    assert recorded.gate is not None and "sampled with temperature=0.8" in recorded.gate.reason
 
 
 def test_the_kernelbench_view_gate_counts_partial_pytorch(suite: Path, tmp_path: Path,

@@ -223,12 +223,21 @@ def generate_candidates(cfg: EvaluateConfig, plan: EvaluationPlan | None = None)
     return record
 
 
-def recorded_sampling(folder: Path) -> str:
-    """The sampling scope of a generations folder: its `generation.json`'s, else `external`."""
+def read_generation_record(folder: Path) -> dict[str, Any] | None:
+    """A generations folder's `generation.json`; None when it has none or it is not a JSON object."""
     try:
         rec = json.loads((folder / GENERATION_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def recorded_sampling(folder: Path) -> str:
+    """The sampling scope of a generations folder: its `generation.json`'s, else `external`."""
+    rec = read_generation_record(folder) or {}
+    try:
         return sampling_scope(float(rec["temperature"]), int(rec["max_new_tokens"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, ValueError, TypeError):
         return EXTERNAL_SAMPLING
 
 
@@ -302,7 +311,8 @@ def evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
     decision, note = _gate(ref, cfg, gpu, figures.overall, suite_id(plan.problems, cfg.samples))
     result = EvaluateResult(figures, rows, gpu, decision, note, reason, generate_s=round(generated - start, 2),
                             check_s=round(checked - generated, 2))
-    write_report(plan.out, result_json(cfg, result), figures, rows, gpu)
+    report = result_json(cfg, result) | {"generation": read_generation_record(plan.generations)}
+    write_report(plan.out, report, figures, rows, gpu)
     if mlflow.active_run() is not None:
         _log(cfg, plan.out, result, ref)
     return result

@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 
 from kernelwright.cli import main
+from kernelwright.evaluation import stage
 from kernelwright.evaluation.candidates import candidates_from, select_problems
 from kernelwright.evaluation.registry import EXTERNAL_SAMPLING, sampling_scope
-from kernelwright.evaluation.stage import GENERATION_RECORD, EvaluateConfig, recorded_sampling
+from kernelwright.evaluation.stage import GENERATION_RECORD, EvaluateConfig, evaluate, recorded_sampling
 
 
-def test_generate_only_writes_candidates_and_their_sampling_and_checks_nothing(tiny_model_dir: Path,
-                                                                               tmp_path: Path) -> None:
+def test_generate_only_writes_candidates_and_their_sampling_and_checks_nothing(
+        tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stage, "cuda_available", lambda: False)  # the later check: static and NVRTC here
     out = tmp_path / "eval"
     argv = ["evaluate", "--model", str(tiny_model_dir), "--generate-only", "--samples", "2", "--max-new-tokens", "4",
             "--temperature", "0.7", "--seed", "3", "--out", str(out), "--workdir", str(tmp_path / "kw")]
@@ -27,6 +29,10 @@ def test_generate_only_writes_candidates_and_their_sampling_and_checks_nothing(t
     assert record["samples"] == 2 and record["problems"] == len(problems) and record["model"] == str(tiny_model_dir)
     assert not (out / "results.json").exists()  # nothing was checked
     assert recorded_sampling(out / "generations") == sampling_scope(0.7, 4)
+    report = evaluate(EvaluateConfig(generations=str(out / "generations"), samples=2, out=str(out),
+                                     workdir=str(tmp_path / "kw")))  # checked later, here on a CPU
+    assert len(report.rows) == 2 * len(problems)
+    assert json.loads((out / "results.json").read_text())["generation"] == record  # how they were sampled
 
 
 def test_a_folder_without_a_readable_record_is_external(tmp_path: Path) -> None:

@@ -35,11 +35,12 @@ PRETRAIN_MINUTES="${PRETRAIN_MINUTES:-25}"
 MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-2048}"
 EVAL_BATCH="${EVAL_BATCH:-64}"
 PARALLEL="${PARALLEL:-1}"
-KW="${PYTHON:-.venv/bin/python} -m kernelwright.cli"
+PY="${PYTHON:-.venv/bin/python}"
+KW="$PY -m kernelwright.cli"
 BASE="$WORKDIR/base-small"
 export KERNELWRIGHT_WORKDIR="$WORKDIR"
 
-python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device: this script is for a GPU host')"
+$PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device: this script is for a GPU host')"
 
 $KW base-model pretrain --size small --minutes "$PRETRAIN_MINUTES" --out "$BASE" --workdir "$WORKDIR"
 for split in train test; do
@@ -48,48 +49,53 @@ for split in train test; do
     touch "$WORKDIR/curated-$split/.done"
 done
 
-# at most PARALLEL of the commands given as arguments at a time; the first failure stops the script
+# FN ARG for each ARG, at most PARALLEL at a time; the first failure stops the script
 side_by_side() {
-    local cmd
-    for cmd in "$@"; do
+    local fn="$1" arg
+    shift
+    for arg in "$@"; do
         while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do wait -n; done
-        bash -c "$cmd" &
+        "$fn" "$arg" &
     done
     while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n; done
 }
 
-TRAIN=()
-for seed in 0 1 2; do
-    [ -d "$WORKDIR/train-seed$seed/cuset/final" ] && [ -d "$WORKDIR/train-seed$seed/plain/final" ] && continue
-    TRAIN+=("$KW train --ablation plain,cuset --seed $seed --base-model $BASE --data $WORKDIR/curated-train \
-        --max-steps $STEPS --output-dir $WORKDIR/train-seed$seed --workdir $WORKDIR")
-done
-side_by_side "${TRAIN[@]}"
+train_seed() {  # SEED: both weightings
+    local dir="$WORKDIR/train-seed$1"
+    [ -d "$dir/cuset/final" ] && [ -d "$dir/plain/final" ] && return 0
+    $KW train --ablation plain,cuset --seed "$1" --base-model "$BASE" --data "$WORKDIR/curated-train" \
+        --max-steps "$STEPS" --output-dir "$dir" --workdir "$WORKDIR"
+}
 
+generate_version() {  # SEED-MODE: its candidates, no check
+    local seed="${1%-*}" mode="${1#*-}" out="$WORKDIR/evaluate-seed$1"
+    { [ -e "$out/.done" ] || [ -e "$out/generations/generation.json" ]; } && return 0
+    $KW evaluate --model "$WORKDIR/train-seed$seed/$mode/final" --generate-only --samples "$SAMPLES" \
+        --temperature 0.8 --max-new-tokens "$MAX_NEW_TOKENS" --batch-size "$EVAL_BATCH" --seed "$seed" \
+        --out "$out" --workdir "$WORKDIR"
+}
+
+check_version() {  # SEED-MODE: the checks of its candidates
+    local seed="${1%-*}" mode="${1#*-}" out="$WORKDIR/evaluate-seed$1"
+    [ -e "$out/.done" ] && return 0
+    $KW evaluate --model "$WORKDIR/train-seed$seed/$mode/final" --generations "$out/generations" \
+        --samples "$SAMPLES" --seed "$seed" --out "$out" --workdir "$WORKDIR"
+    touch "$out/.done"
+}
+
+side_by_side train_seed 0 1 2
+
+VERSIONS=(0-plain 0-cuset 1-plain 1-cuset 2-plain 2-cuset)
 MODELS=()
-for seed in 0 1 2; do for mode in plain cuset; do MODELS+=("$WORKDIR/train-seed$seed/$mode/final"); done; done
+for v in "${VERSIONS[@]}"; do MODELS+=("$WORKDIR/train-seed${v%-*}/${v#*-}/final"); done
 # the primary figure: token-level NLL on the held-out seed tasks, sensitive vs other tokens, per version
-[ -e "$WORKDIR/heldout_nll.json" ] || PYTHONPATH=".:${PYTHONPATH:-}" ${PYTHON:-.venv/bin/python} bench/heldout_token_nll.py \
+[ -e "$WORKDIR/heldout_nll.json" ] || PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/heldout_token_nll.py \
     --data "$WORKDIR/curated-test" "${MODELS[@]}" --json "$WORKDIR/heldout_nll.json"
 
-GENERATE=()
-CHECK=()
-for seed in 0 1 2; do
-    for mode in plain cuset; do
-        model="$WORKDIR/train-seed$seed/$mode/final"
-        out="$WORKDIR/evaluate-seed$seed-$mode"
-        [ -e "$out/.done" ] && continue
-        [ -e "$out/generations/generation.json" ] || GENERATE+=("$KW evaluate --model $model --generate-only \
-            --samples $SAMPLES --temperature 0.8 --max-new-tokens $MAX_NEW_TOKENS --batch-size $EVAL_BATCH \
-            --seed $seed --out $out --workdir $WORKDIR")
-        CHECK+=("$KW evaluate --model $model --generations $out/generations --samples $SAMPLES --seed $seed \
-            --out $out --workdir $WORKDIR && touch $out/.done")
-    done
-done
-side_by_side "${GENERATE[@]}"
-side_by_side "${CHECK[@]}"
+side_by_side generate_version "${VERSIONS[@]}"
+side_by_side check_version "${VERSIONS[@]}"
 # the table (means and spread across seeds), under one `cuset-ablation` parent run with the others as children
-PYTHONPATH=".:${PYTHONPATH:-}" ${PYTHON:-.venv/bin/python} bench/cuset_ablation.py "$WORKDIR" \
+PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/cuset_ablation.py "$WORKDIR" \
     --json "$WORKDIR/cuset_ablation.json" --png "$WORKDIR/cuset_ablation.png" --markdown "$WORKDIR/cuset_ablation.md" \
     --tracking-uri "sqlite:///$(cd "$WORKDIR" && pwd)/mlflow.db"
 echo "ablation done: MLflow store $WORKDIR/mlflow.db (kernelwright mlflow-server --workdir $WORKDIR)"

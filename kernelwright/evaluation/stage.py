@@ -218,7 +218,7 @@ def generate_candidates(cfg: EvaluateConfig, plan: EvaluationPlan | None = None)
         raise UsageError("--generate-only needs a model to generate with, not --generations")
     record = generate_into(plan.generations, plan.problems, resolve_ref(plan.model), cfg)
     if mlflow.active_run() is not None:
-        mlflow.log_params({**config_to_params(cfg, "evaluate."), "evaluate.model_uri": record.model})
+        _log_config(cfg, record.model)
         mlflow.log_metric("evaluate.generate_s", record.generate_s)
     return record
 
@@ -232,9 +232,9 @@ def read_generation_record(folder: Path) -> dict[str, Any] | None:
     return rec if isinstance(rec, dict) else None
 
 
-def recorded_sampling(folder: Path) -> str:
-    """The sampling scope of a generations folder: its `generation.json`'s, else `external`."""
-    rec = read_generation_record(folder) or {}
+def recorded_sampling(record: dict[str, Any] | None) -> str:
+    """The sampling scope of a generation record (`read_generation_record`); `external` without one."""
+    rec = record or {}
     try:
         return sampling_scope(float(rec["temperature"]), int(rec["max_new_tokens"]))
     except (KeyError, ValueError, TypeError):
@@ -247,16 +247,14 @@ def verify_config(cfg: EvaluateConfig, workdir: Path) -> VerifyConfig:
                         build_cache=str(workdir / "cache" / "builds"))
 
 
-def _gate(ref: ModelRef | None, cfg: EvaluateConfig, gpu: bool, overall: GroupFigures,
-          suite: str) -> tuple[GateDecision | None, str]:
+def _gate(ref: ModelRef | None, cfg: EvaluateConfig, gpu: bool, overall: GroupFigures, suite: str,
+          sampling: str) -> tuple[GateDecision | None, str]:
     if not cfg.gate:
         return None, "gate off (--gate false)"
     if ref is None or ref.version is None:
         return None, "the model is not a registered version (pass --model models:/NAME@ALIAS to gate it)"
     if not gpu:
         return None, "not GPU-verified: fast_1 was not measured, so the champion stays"
-    sampling = recorded_sampling(Path(cfg.generations)) if cfg.generations else \
-        sampling_scope(cfg.temperature, cfg.max_new_tokens)
     decision = record_and_gate(ref, overall.values, suite, sampling, cfg.gate_view)
     return decision, decision.reason
 
@@ -298,9 +296,12 @@ def evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
     workdir = resolve_workdir(cfg.workdir)
     ref = resolve_ref(plan.model) if plan.model else None
     start = time.perf_counter()
+    record: dict[str, Any] | None
     if plan.generate:
         assert ref is not None
-        generate_into(plan.generations, plan.problems, ref, cfg)
+        record = asdict(generate_into(plan.generations, plan.problems, ref, cfg))
+    else:
+        record = read_generation_record(plan.generations)
     generated = time.perf_counter()
     cands = candidates_from(plan.generations, plan.problems, cfg.samples)
     jobs = cfg.jobs or os.cpu_count() or 1
@@ -308,11 +309,11 @@ def evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
         rows = check_candidates(cands, verify_config(cfg, workdir), jobs, gpu, verify, reason)
     checked = time.perf_counter()
     figures = suite_figures(rows, gpu, reason, cfg.own_kernel_share)
-    decision, note = _gate(ref, cfg, gpu, figures.overall, suite_id(plan.problems, cfg.samples))
+    decision, note = _gate(ref, cfg, gpu, figures.overall, suite_id(plan.problems, cfg.samples),
+                           recorded_sampling(record))
     result = EvaluateResult(figures, rows, gpu, decision, note, reason, generate_s=round(generated - start, 2),
                             check_s=round(checked - generated, 2))
-    report = result_json(cfg, result) | {"generation": read_generation_record(plan.generations)}
-    write_report(plan.out, report, figures, rows, gpu)
+    write_report(plan.out, result_json(cfg, result) | {"generation": record}, figures, rows, gpu)
     if mlflow.active_run() is not None:
         _log(cfg, plan.out, result, ref)
     return result
@@ -333,8 +334,12 @@ def _table(rows: list[Row]) -> dict[str, list[Any]]:
     return {k: [f[k] for f in flat] for k in (flat[0] if flat else {})}
 
 
+def _log_config(cfg: EvaluateConfig, model_uri: str) -> None:
+    mlflow.log_params({**config_to_params(cfg, "evaluate."), "evaluate.model_uri": model_uri})
+
+
 def _log(cfg: EvaluateConfig, out: Path, result: EvaluateResult, ref: ModelRef | None) -> None:
-    mlflow.log_params({**config_to_params(cfg, "evaluate."), "evaluate.model_uri": ref.uri if ref else ""})
+    _log_config(cfg, ref.uri if ref else "")
     mlflow.log_metrics({f"evaluate.{k}": v for k, v in result.metrics.items()}
                        | {"evaluate.generate_s": result.generate_s, "evaluate.check_s": result.check_s})
     mlflow.log_dict(result.figures.flat_not_applicable(), "evaluate/not_applicable.json")

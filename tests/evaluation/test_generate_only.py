@@ -11,7 +11,13 @@ from kernelwright.cli import main
 from kernelwright.evaluation import stage
 from kernelwright.evaluation.candidates import candidates_from, select_problems
 from kernelwright.evaluation.registry import EXTERNAL_SAMPLING, sampling_scope
-from kernelwright.evaluation.stage import GENERATION_RECORD, EvaluateConfig, evaluate, recorded_sampling
+from kernelwright.evaluation.stage import (
+    GENERATION_RECORD,
+    EvaluateConfig,
+    evaluate,
+    read_generation_record,
+    recorded_sampling,
+)
 
 
 def test_generate_only_writes_candidates_and_their_sampling_and_checks_nothing(
@@ -28,7 +34,7 @@ def test_generate_only_writes_candidates_and_their_sampling_and_checks_nothing(
     assert record["temperature"] == 0.7 and record["max_new_tokens"] == 4 and record["seed"] == 3
     assert record["samples"] == 2 and record["problems"] == len(problems) and record["model"] == str(tiny_model_dir)
     assert not (out / "results.json").exists()  # nothing was checked
-    assert recorded_sampling(out / "generations") == sampling_scope(0.7, 4)
+    assert recorded_sampling(read_generation_record(out / "generations")) == sampling_scope(0.7, 4)
     report = evaluate(EvaluateConfig(generations=str(out / "generations"), samples=2, out=str(out),
                                      workdir=str(tmp_path / "kw")))  # checked later, here on a CPU
     assert len(report.rows) == 2 * len(problems)
@@ -36,11 +42,11 @@ def test_generate_only_writes_candidates_and_their_sampling_and_checks_nothing(
 
 
 def test_a_folder_without_a_readable_record_is_external(tmp_path: Path) -> None:
-    assert recorded_sampling(tmp_path) == EXTERNAL_SAMPLING
+    assert recorded_sampling(read_generation_record(tmp_path)) == EXTERNAL_SAMPLING
     (tmp_path / GENERATION_RECORD).write_text("{not json")
-    assert recorded_sampling(tmp_path) == EXTERNAL_SAMPLING
+    assert recorded_sampling(read_generation_record(tmp_path)) == EXTERNAL_SAMPLING
     (tmp_path / GENERATION_RECORD).write_text(json.dumps({"temperature": "hot", "max_new_tokens": 8}))
-    assert recorded_sampling(tmp_path) == EXTERNAL_SAMPLING
+    assert recorded_sampling(read_generation_record(tmp_path)) == EXTERNAL_SAMPLING
 
 
 def test_generate_only_and_generations_together_are_refused(tmp_path: Path) -> None:

@@ -55,20 +55,24 @@ class FakeGpu:
         return out
 
 
-def honest_generations(folder: Path, problems: list, ref: object, cfg: stage.EvaluateConfig) -> None:
+def honest_generations(folder: Path, problems: list, ref: object,
+                       cfg: stage.EvaluateConfig) -> stage.GenerationRecord:
+    """`generate_into`'s stand-in: the honest candidate for every sample, and its record."""
     for problem in problems:
         for k in range(cfg.samples):
             (folder / problem.id).mkdir(parents=True, exist_ok=True)
             shutil.copy(HONEST, folder / problem.id / f"sample_{k}.py")
+    return stage.GenerationRecord(str(getattr(ref, "uri", ref)), cfg.samples, cfg.temperature, cfg.max_new_tokens,
+                                  cfg.seed, len(problems), 0.0)
 
 
 def on_a_fake_gpu(monkeypatch: pytest.MonkeyPatch) -> FakeGpu:
     monkeypatch.setattr(stage, "cuda_available", lambda: True)
     gpu = FakeGpu()
 
-    def generate(folder: Path, problems: list, ref: object, cfg: stage.EvaluateConfig) -> None:
+    def generate(folder: Path, problems: list, ref: object, cfg: stage.EvaluateConfig) -> stage.GenerationRecord:
         gpu.generation_configs.append(cfg)
-        honest_generations(folder, problems, ref, cfg)
+        return honest_generations(folder, problems, ref, cfg)
 
     monkeypatch.setattr(stage, "generate_into", generate)
     return gpu

@@ -27,7 +27,7 @@ from datasets import Dataset
 from transformers import AutoConfig, AutoModelForCausalLM
 from trl import SFTConfig, SFTTrainer
 
-from kernelwright.models import train_tokenizer
+from kernelwright.base_model.tokenizer import train_tokenizer
 from kernelwright.training.cuset_trainer import CusetCollator, CusetSFTTrainer, checkpointing_args
 
 QWEN2_05B = dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,

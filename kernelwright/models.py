@@ -1,7 +1,5 @@
 """Models and tokenizers: a user's local HF checkpoint, a tiny one built here, or a registry URI.
 
-    .venv/bin/python -m kernelwright.models   # pretrains (or reuses) ./.kernelwright/base-model
-
 What the embedded defaults train on a CPU is the pretrained tiny base of `kernelwright.base_model`
 (`kernelwright base-model pretrain`: a byte-level BPE tokenizer and an LFM2-shaped model trained
 with the next-token loss on the code of the installed packages). `build_tiny_model` makes a
@@ -22,30 +20,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
     AutoTokenizer,
     PreTrainedModel,
     PreTrainedTokenizerBase,
-    PreTrainedTokenizerFast,
 )
 
 from kernelwright.atomic import write_dir
 from kernelwright.errors import UsageError
+from kernelwright.prompting import CHATML_TEMPLATE
 
 log = logging.getLogger(__name__)
-
-BOS, EOS, PAD = "<|endoftext|>", "<|im_end|>", "<|pad|>"
-SPECIAL_TOKENS = [BOS, "<|im_start|>", EOS, PAD]
-CHATML_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
-
 
 @dataclass(frozen=True)
 class TinyModelSpec:
@@ -61,31 +48,10 @@ class TinyModelSpec:
     seed: int = 0
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int, split_newlines: bool = False) -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer (GPT-2 style pre-tokenisation) with ChatML special tokens.
-    `split_newlines`: every newline is a token of its own (never merged with the next line's indentation)."""
-    tok = Tokenizer(models.BPE())
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Split("\n", behavior="isolated"), byte_level]) if split_newlines else byte_level
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD, unk_token=None
-    )
-    fast.chat_template = CHATML_TEMPLATE
-    return fast
-
-
 def build_tiny_model(out: Path, texts: Iterable[str], spec: TinyModelSpec = TinyModelSpec()) -> Path:
     """Train the tokenizer, make a random-weight Qwen2 model, save both to `out` atomically."""
+    from kernelwright.base_model.tokenizer import train_tokenizer  # a test and bench helper: moves out
+
     tokenizer = train_tokenizer(texts, spec.vocab_size)
     config = AutoConfig.for_model(
         "qwen2",
@@ -113,23 +79,6 @@ def build_tiny_model(out: Path, texts: Iterable[str], spec: TinyModelSpec = Tiny
     return out
 
 
-def check_base_model(base_model: str | None) -> None:
-    """A user's `--base-model` must be a local HF checkpoint folder; checked before any work starts."""
-    if base_model and not (Path(base_model) / "config.json").is_file():
-        raise UsageError(f"--base-model {base_model}: no Hugging Face checkpoint there (no config.json); "
-                         "pass a local model folder, or leave it out for the tiny default model")
-
-
-def resolve_base_model(base_model: str | None, workdir: Path) -> Path:
-    """The user's checkpoint folder, or the pretrained tiny base in `<workdir>/base-model`
-    (`kernelwright.base_model`: pretrained on first use, reused while its corpus digest and config match)."""
-    if base_model:
-        return Path(base_model)
-    from kernelwright.base_model.pretrain import ensure_default_base
-
-    return ensure_default_base(workdir)
-
-
 def load_tokenizer(path: Path) -> PreTrainedTokenizerBase:
     if not (path / "config.json").is_file() and not (path / "tokenizer_config.json").is_file():
         raise UsageError(f"--base-model {path} is not a Hugging Face checkpoint folder (no config.json)")
@@ -149,13 +98,6 @@ def load_base_model(path: Path, dtype: torch.dtype | None = None, device: str | 
     dtype = dtype or (torch.bfloat16 if device.startswith("cuda") else torch.float32)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
     return model.to(device)
-
-
-if __name__ == "__main__":
-    from kernelwright.workdir import resolve_workdir
-
-    logging.basicConfig(level=logging.INFO)
-    resolve_base_model(None, resolve_workdir())
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,16 @@ from __future__ import annotations
 
 import re
 
+# the special tokens and chat template of every tokenizer kernelwright trains (ChatML)
+BOS, EOS, PAD = "<|endoftext|>", "<|im_end|>", "<|pad|>"
+SPECIAL_TOKENS = [BOS, "<|im_start|>", EOS, PAD]
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
 SYSTEM_PROMPT = (
     "You write fast, correct CUDA kernels. Given a PyTorch Model, answer with one Python file that "
     "defines ModelNew with the same constructor and forward signatures, doing the work in custom "

@@ -2,7 +2,7 @@
 
     .venv/bin/kernelwright base-model pretrain --size tiny      # trains the tokenizer first
 
-The tokenizer is a byte-level BPE (`kernelwright.models.train_tokenizer`: GPT-2 pre-tokenisation
+The tokenizer is a byte-level BPE (`train_tokenizer`: GPT-2 pre-tokenisation
 with every newline a token of its own, ChatML special tokens and chat template) trained on the
 first `max_chars` characters of the pretraining corpus, never on the seed corpus. Its vocabulary
 is small for the tiny model (416): a small model learns the statistics of fewer, shorter tokens
@@ -19,17 +19,41 @@ the held-out seed answers instead of 2.31.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
 from kernelwright.base_model.corpus import Document
-from kernelwright.models import BOS, train_tokenizer
+from kernelwright.prompting import BOS, CHATML_TEMPLATE, EOS, PAD, SPECIAL_TOKENS
 
 ENCODE_BATCH = 64
 IGNORE = -100  # a label the loss skips
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int, split_newlines: bool = False) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer (GPT-2 style pre-tokenisation) with ChatML special tokens.
+    `split_newlines`: every newline is a token of its own (never merged with the next line's indentation)."""
+    tok = Tokenizer(models.BPE())
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split("\n", behavior="isolated"), byte_level]) if split_newlines else byte_level
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD, unk_token=None
+    )
+    fast.chat_template = CHATML_TEMPLATE
+    return fast
 
 
 def train_code_tokenizer(docs: Sequence[Document], vocab_size: int, max_chars: int) -> PreTrainedTokenizerFast:

@@ -27,6 +27,7 @@ from pathlib import Path
 import polars as pl
 from rich.progress import Progress
 
+from kernelwright.base_model.choose import check_base_model, resolve_base_model
 from kernelwright.cuda.nvrtc import DEFAULT_ARCH
 from kernelwright.curation.filters import FilterReport, FilterSettings, run_filters
 from kernelwright.curation.ingest import FIELDS, ingest, parse_map
@@ -35,7 +36,7 @@ from kernelwright.curation.samples import curate_samples, samples_of, seed_corpu
 from kernelwright.curation.weights import CusetParams
 from kernelwright.decontaminate import build_index, contaminated
 from kernelwright.errors import UsageError
-from kernelwright.models import check_base_model, load_base_model, load_tokenizer, resolve_base_model
+from kernelwright.models import load_base_model, load_tokenizer
 from kernelwright.prompting import extract_code
 from kernelwright.workdir import TRACKING_URI_HELP, resolve_workdir
 

@@ -28,6 +28,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from kernelwright import atomic
+from kernelwright.base_model.choose import resolve_base_model
 from kernelwright.config import config_to_params
 from kernelwright.curation.stage import check_arguments as check_curate_arguments
 from kernelwright.evaluation.candidates import select_problems
@@ -35,7 +36,6 @@ from kernelwright.evaluation.checking import Verifier
 from kernelwright.evaluation.gate import CHAMPION
 from kernelwright.evaluation.registry import alias_version, eval_scope, sampling_scope
 from kernelwright.evaluation.stage import suite_id
-from kernelwright.models import resolve_base_model
 from kernelwright.retrain.champion import SKIPPED, GateOutcome, GateScope, run_gate
 from kernelwright.retrain.config import RetrainConfig
 from kernelwright.retrain.lock import retrain_lock

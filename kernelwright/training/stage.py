@@ -26,9 +26,10 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from kernelwright import atomic
+from kernelwright.base_model.choose import resolve_base_model
 from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
-from kernelwright.models import load_base_model, load_tokenizer, resolve_base_model
+from kernelwright.models import load_base_model, load_tokenizer
 from kernelwright.tracking import REGISTERED_MODEL, log_curated_dataset, setup_tracking
 from kernelwright.training.cuset_trainer import WEIGHTINGS
 from kernelwright.training.data import check_curated, drop_unlearnable, load_curated

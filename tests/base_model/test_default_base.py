@@ -10,8 +10,8 @@ import mlflow
 from mlflow.tracking import MlflowClient
 
 from kernelwright.base_model import pretrain as pretrain_module
+from kernelwright.base_model.choose import check_base_model, resolve_base_model
 from kernelwright.base_model.pretrain import META_FILE, SIZES
-from kernelwright.models import check_base_model, resolve_base_model
 from kernelwright.tracking import setup_tracking, stage_run
 
 

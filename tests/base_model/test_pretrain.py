@@ -213,6 +213,6 @@ def test_copy_exercises_repeat_random_corpus_tokens_in_the_chosen_share_of_seque
 
 
 def load_tokenizer_stub():
-    from kernelwright.models import train_tokenizer
+    from kernelwright.base_model.tokenizer import train_tokenizer
 
     return train_tokenizer(["def f(x):\n    return x\n"] * 20, 300)

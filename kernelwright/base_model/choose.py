@@ -1,0 +1,27 @@
+"""Which base model a stage starts from: the user's checkpoint folder, or the pretrained default.
+
+    kernelwright pipeline --base-model /models/Qwen2.5-Coder-1.5B   # a user's folder, checked first
+    kernelwright pipeline                                          # the tiny base, built on first use
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelwright.base_model.pretrain import ensure_default_base
+from kernelwright.errors import UsageError
+
+
+def check_base_model(base_model: str | None) -> None:
+    """A user's `--base-model` must be a local HF checkpoint folder; checked before any work starts."""
+    if base_model and not (Path(base_model) / "config.json").is_file():
+        raise UsageError(f"--base-model {base_model}: no Hugging Face checkpoint there (no config.json); "
+                         "pass a local model folder, or leave it out for the tiny default model")
+
+
+def resolve_base_model(base_model: str | None, workdir: Path) -> Path:
+    """The user's checkpoint folder, or the pretrained tiny base in `<workdir>/base-model`
+    (`kernelwright.base_model`: pretrained on first use, reused while its corpus digest and config match)."""
+    if base_model:
+        return Path(base_model)
+    return ensure_default_base(workdir)

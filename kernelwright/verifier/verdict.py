@@ -37,7 +37,7 @@ Reason codes (one per cheat class of docs/verification.md and per failure kind):
 | no_candidate | compile_error | `evaluate` only: no candidate file for this problem and sample |
 | no_gpu | not_verified | `evaluate` only: static checks and NVRTC passed; no GPU here, so never run |
 | timed_output_mismatch | rejected | class 10: a timed call's output is wrong although the correctness runs passed |
-| timing_inconsistent | rejected | class 10: the timer reads far below the judge's wall clock (a patched timer) |
+| timing_inconsistent | rejected | class 10: the timer below what the judge's clock allows, every attempt (patched) |
 | malformed_report | runtime_error | the worker's report is not a verdict this judge writes (unknown keys, bad types) |
 
 A verdict records the judge that reached it (`judge_version`: bump `JUDGE_VERSION` whenever the
@@ -60,7 +60,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "6"  # 6: a line left by a gone runner, threads checked before timing; 5: the decoy check
+JUDGE_VERSION = "7"  # 7: the judge's clock bounds the timer (2x), GPU memory admission; 6: a line left by a gone
+# runner, threads checked before timing; 5: the decoy check
 
 STATUSES = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "not_verified")
 
@@ -111,6 +112,7 @@ class ShapeResult:
     speedup: float | None = None
     roofline_share: float | None = None
     custom_kernel_time_share: float | None = None
+    custom_kernel_time_share_spread: float | None = None  # max - min over the share's passes (None: one pass)
     tolerance_rule: str = ""  # the rule(s) that judged its draws, comma-separated (verifier/tolerance.py)
     wall_runtime_ms: float | None = None  # the judge's wall-clock estimate of one call, beside runtime_ms
     timing_disturbed: bool = False  # other work on the GPU disturbed every timing attempt of this shape
@@ -139,6 +141,7 @@ class Verdict:
     tolerance_rule: str = ""  # the rule(s) that judged correctness, comma-separated (verifier/tolerance.py)
     cpu_s: dict[str, float] = field(default_factory=dict)  # CPU seconds: judge, runner (its compilers included)
     isolation: str | None = None  # what confined the candidate's runner (user, landlock), as the judge set it up
+    contention: list[str] = field(default_factory=list)  # figures taken while others held the GPU, a line each
 
     @classmethod
     def of(cls, reason: str, detail: str = "", **kw: Any) -> Verdict:

@@ -33,9 +33,11 @@ import polars as pl
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from kernelwright.base_model import config as base_config
 from kernelwright.base_model import pretrain as base
+from kernelwright.curation.config import CurateConfig
 from kernelwright.curation.outputs import HEADLINE
-from kernelwright.curation.stage import CurateConfig, run_curate
+from kernelwright.curation.stage import run_curate
 from kernelwright.curation.weights import CusetParams, token_weights
 from kernelwright.tracking import setup_tracking, stage_run
 from kernelwright.workdir import resolve_workdir
@@ -124,14 +126,14 @@ def induction_figures(model_dir: Path, run: int = 256, rows: int = 4) -> dict[st
 
 
 def run_variant(name: str, overrides: dict, workdir: Path, threads: int) -> dict:
-    preset = base.SIZES["tiny"]
-    base.SIZES["tiny"] = replace(preset, **overrides)
+    preset = base_config.SIZES["tiny"]
+    base_config.SIZES["tiny"] = replace(preset, **overrides)
     try:
         out = workdir / name
-        result = base.pretrain(base.PretrainConfig(workdir=str(workdir), out=str(out), register=False,
+        result = base.pretrain(base_config.PretrainConfig(workdir=str(workdir), out=str(out), register=False,
                                                   threads=threads))
     finally:
-        base.SIZES["tiny"] = preset
+        base_config.SIZES["tiny"] = preset
     with stage_run("curate", tags={"kw.sweep": name}):
         run_curate(CurateConfig(base_model=str(out), out=str(workdir / f"{name}-curated"), workdir=str(workdir),
                                 nvrtc=False))

@@ -22,8 +22,9 @@ import torch
 
 from kernelwright.base_model.perplexity import heldout_perplexity
 from kernelwright.base_model.pretrain import ensure_default_base
+from kernelwright.curation.config import CurateConfig
 from kernelwright.curation.outputs import HEADLINE
-from kernelwright.curation.stage import CurateConfig, run_curate
+from kernelwright.curation.stage import run_curate
 from kernelwright.models import TinyModelSpec, build_tiny_model, load_base_model, load_tokenizer
 from kernelwright.seed import load_seed_tasks
 from kernelwright.tracking import setup_tracking, stage_run

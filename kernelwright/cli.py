@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -38,45 +36,6 @@ class StageConfig(Protocol):
 
     workdir: str | None
     tracking_uri: str | None
-
-
-@dataclass
-class MlflowServerConfig:
-    """Config of `kernelwright mlflow-server`: a tracking + registry server over the work folder's store."""
-
-    workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
-    host: str = field(default="127.0.0.1", metadata={"help": "Interface to listen on."})
-    port: int = field(default=5000, metadata={"help": "TCP port."})
-    backend_store_uri: str | None = field(default=None, metadata={
-        "help": "Tracking + registry database, e.g. postgresql://user@db:5432/mlflow (its schema is upgraded "
-                "before serving). None: sqlite:///<workdir>/mlflow.db."})
-    artifacts_destination: str | None = field(default=None, metadata={
-        "help": "Where the server keeps artifacts, e.g. s3://bucket/mlflow (MLFLOW_S3_ENDPOINT_URL and AWS_* "
-                "for an S3-compatible store, on the server only). None: <workdir>/mlartifacts."})
-    serve_artifacts: bool = field(default=True, metadata={
-        "help": "Proxy artifact uploads and downloads through the server (clients need no store credentials); "
-                "false: clients write to --artifacts-destination themselves."})
-    allowed_hosts: str | None = field(default=None, metadata={
-        "help": "Comma-separated Host headers accepted (needed behind 0.0.0.0). None: MLflow's default."})
-    workers: int = field(default=4, metadata={"help": "Server worker processes."})
-
-
-def mlflow_server_commands(cfg: MlflowServerConfig) -> tuple[list[str], list[str]]:
-    """The schema upgrade and the server command lines for `cfg`."""
-    from kernelwright.workdir import artifact_root, resolve_workdir
-
-    workdir = resolve_workdir(cfg.workdir)
-    store = cfg.backend_store_uri or f"sqlite:///{workdir / 'mlflow.db'}"
-    if "://" not in store:
-        raise UsageError(f"--backend-store-uri {store!r} is not a database URI (postgresql://..., sqlite:///...)")
-    dest = cfg.artifacts_destination or str(artifact_root(workdir))
-    mlflow = [sys.executable, "-m", "mlflow"]
-    server = [*mlflow, "server", "--backend-store-uri", store, "--host", cfg.host, "--port", str(cfg.port),
-              "--workers", str(cfg.workers)]
-    server += (["--serve-artifacts", "--artifacts-destination", dest] if cfg.serve_artifacts
-               else ["--no-serve-artifacts", "--default-artifact-root", dest])
-    server += ["--allowed-hosts", cfg.allowed_hosts] if cfg.allowed_hosts else []
-    return [*mlflow, "db", "upgrade", store], server
 
 
 def _pipeline(argv: Sequence[str]) -> int:
@@ -119,7 +78,8 @@ def _in_stage_run(name: str, cfg: StageConfig, fn: Callable[[], T]) -> T:
 
 
 def _curate(argv: Sequence[str]) -> int:
-    from kernelwright.curation.stage import CurateConfig, check_arguments, run_curate
+    from kernelwright.curation.config import CurateConfig
+    from kernelwright.curation.stage import check_arguments, run_curate
 
     cfg = parse_config(CurateConfig, argv, "kernelwright curate", "Curate a corpus into CuSeT-weighted Parquet.")
     check_arguments(cfg)  # bad arguments are refused before the MLflow store is touched
@@ -129,7 +89,8 @@ def _curate(argv: Sequence[str]) -> int:
 
 
 def _train(argv: Sequence[str]) -> int:
-    from kernelwright.training.stage import TrainConfig, train_command
+    from kernelwright.training.config import TrainConfig
+    from kernelwright.training.stage import train_command
 
     cfg = parse_config(TrainConfig, argv, "kernelwright train", "CuSeT-weighted SFT with TRL.")
     for result in train_command(cfg):
@@ -187,7 +148,8 @@ def _serve(argv: Sequence[str]) -> int:
 
 
 def _base_model(argv: Sequence[str]) -> int:
-    from kernelwright.base_model.pretrain import PretrainConfig, check_arguments, pretrain
+    from kernelwright.base_model.config import PretrainConfig
+    from kernelwright.base_model.pretrain import check_arguments, pretrain
 
     args = list(argv)
     if args and args[0] in ("-h", "--help"):
@@ -207,20 +169,11 @@ def _base_model(argv: Sequence[str]) -> int:
 
 
 def _mlflow_server(argv: Sequence[str]) -> int:
-    from kernelwright.workdir import redacted
+    from kernelwright.mlflow_server import MlflowServerConfig, run_mlflow_server
 
     cfg = parse_config(MlflowServerConfig, argv, "kernelwright mlflow-server", "Serve the MLflow UI and registry.")
-    upgrade, server = mlflow_server_commands(cfg)
-    store = redacted(upgrade[-1])
-    done = subprocess.run(upgrade, capture_output=True, text=True)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
-        raise KernelwrightError(f"`mlflow db upgrade {store}` failed: {redacted(last)}")
-    console.print(f"MLflow UI on http://{cfg.host}:{cfg.port} (store {store}, schema up to date)")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(server[0], server)  # the server in this process: a supervisor's SIGTERM reaches it, not an orphan
-    return 0  # not reached
+    run_mlflow_server(cfg, console.print)
+    return 0  # not reached: the server replaced this process
 
 
 def _retrain(argv: Sequence[str]) -> int:

@@ -18,10 +18,12 @@ import mlflow
 
 from kernelwright.base_model.choose import check_base_model
 from kernelwright.config import config_to_params
-from kernelwright.curation.stage import CurateConfig, run_curate
+from kernelwright.curation.config import CurateConfig
+from kernelwright.curation.stage import run_curate
 from kernelwright.evaluation.stage import EvaluateConfig, EvaluateResult, evaluate
 from kernelwright.tracking import REGISTERED_MODEL, setup_tracking, stage_run
-from kernelwright.training.stage import TrainConfig, run_train
+from kernelwright.training.config import TrainConfig
+from kernelwright.training.stage import run_train
 from kernelwright.workdir import TRACKING_URI_HELP, resolve_workdir, tracking_env, tracking_uri
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ import pytest
 from kernelwright.cli import main
 from kernelwright.config import parse_config
 from kernelwright.errors import UsageError
-from kernelwright.training.stage import TrainConfig
+from kernelwright.training.config import TrainConfig
 
 
 def test_yaml_then_flags_override(tmp_path: Path) -> None:

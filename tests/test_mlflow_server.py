@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.cli import MlflowServerConfig, main, mlflow_server_commands
+from kernelwright.cli import main
+from kernelwright.mlflow_server import MlflowServerConfig, mlflow_server_commands
 
 
 def test_default_is_sqlite_in_the_work_folder_with_proxied_artifacts(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from kernelwright.base_model.pretrain import REGISTERED_BASE, PretrainConfig
+from kernelwright.base_model.config import REGISTERED_BASE, PretrainConfig
 from kernelwright.cli import main
-from kernelwright.curation.stage import CurateConfig
+from kernelwright.curation.config import CurateConfig
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.stage import EvaluateConfig
 from kernelwright.pipeline import PipelineConfig
@@ -21,7 +21,7 @@ from kernelwright.retrain.config import PromoteConfig, RetrainConfig, ScheduleCo
 from kernelwright.retrain.schedule import retrain_argv, run_retrain_job
 from kernelwright.serving.config import ServeConfig
 from kernelwright.tracking import EXPERIMENT
-from kernelwright.training.stage import TrainConfig
+from kernelwright.training.config import TrainConfig
 from kernelwright.workdir import TRACKING_URI_HELP, tracking_env
 from tests.retrain._pg import scratch_database
 

@@ -9,22 +9,19 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import mlflow
 import polars as pl
 
 from kernelwright import atomic
 from kernelwright.config import config_to_params
+from kernelwright.curation.config import CurateConfig
 from kernelwright.curation.filters import FilterReport
 from kernelwright.curation.heatmap import weight_heatmap_html
 from kernelwright.curation.heatmap_png import weight_heatmap_png
 from kernelwright.errors import UsageError
 from kernelwright.tracking import log_curated_dataset
-
-if TYPE_CHECKING:
-    from kernelwright.curation.stage import CurateConfig
-
 
 HEADLINE = ("masked_share", "sensitive_share", "high_share", "masked_share_of_other", "masked_share_of_sensitive",
             "regions", "samples_with_region", "region_token_share", "mean_p", "sample_weight_min",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 from rich.progress import Progress
@@ -19,6 +19,7 @@ from transformers import PreTrainedTokenizerBase
 
 from kernelwright.cuda.spans import completion_spans
 from kernelwright.curation.confidence import ConfidenceScorer, model_fingerprint, score_chunked
+from kernelwright.curation.config import CurateConfig
 from kernelwright.curation.filters import FilterReport
 from kernelwright.curation.ingest import FIELDS
 from kernelwright.curation.sensitive import mark_sensitive
@@ -27,9 +28,6 @@ from kernelwright.errors import UsageError
 from kernelwright.prompting import completion_text, prompt_messages
 from kernelwright.seed import SeedTask, load_seed_tasks, split_tasks
 from kernelwright.workdir import resolve_workdir
-
-if TYPE_CHECKING:
-    from kernelwright.curation.stage import CurateConfig
 
 
 @dataclass(frozen=True)

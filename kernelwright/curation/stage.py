@@ -20,136 +20,24 @@ and logs to MLflow.
 from __future__ import annotations
 
 import logging
-import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 from rich.progress import Progress
 
 from kernelwright.base_model.choose import check_base_model, resolve_base_model
-from kernelwright.cuda.nvrtc import DEFAULT_ARCH
-from kernelwright.curation.filters import FilterReport, FilterSettings, run_filters
-from kernelwright.curation.ingest import FIELDS, ingest, parse_map
+from kernelwright.curation.config import CurateConfig
+from kernelwright.curation.filters import FilterReport, run_filters
+from kernelwright.curation.ingest import ingest, parse_map
 from kernelwright.curation.outputs import log_inputs, log_outputs, nothing_left, write_frame, write_outputs
 from kernelwright.curation.samples import curate_samples, samples_of, seed_corpus
-from kernelwright.curation.weights import CusetParams
 from kernelwright.decontaminate import build_index, contaminated
 from kernelwright.errors import UsageError
 from kernelwright.models import load_base_model, load_tokenizer
 from kernelwright.prompting import extract_code
-from kernelwright.workdir import TRACKING_URI_HELP, resolve_workdir
+from kernelwright.workdir import resolve_workdir
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class CurateConfig:
-    """Config of `kernelwright curate`."""
-
-    input: list[str] = field(
-        default_factory=list,
-        metadata={"help": "Corpus to ingest (JSONL, JSON, Parquet, CSV, a save_to_disk folder, a seed or "
-                          "KernelBench-style folder); repeatable. Empty: the bundled seed corpus.",
-                  "action": "extend"},
-    )
-    map: list[str] = field(
-        default_factory=list,
-        metadata={"help": f"FIELD=COLUMN pairs, comma-separated (fields: {', '.join(FIELDS)}), e.g. "
-                          "prompt=ref_code,completion=custom_code. Unmapped fields try common column names.",
-                  "action": "extend"},
-    )
-    decontaminate_against: list[str] = field(
-        default_factory=list,
-        metadata={"help": "Evaluation problem folders (every *.py below); samples overlapping one are removed "
-                          "as contaminated; repeatable. Empty: off.", "action": "extend"},
-    )
-    decontam_ngram: int = field(
-        default=13, metadata={"help": "Decontamination n-gram length, in normalised code tokens."}
-    )
-    decontam_min_share: float = field(
-        default=0.5,
-        metadata={"help": "A sample is contaminated when more than this share of a problem's distinct n-grams "
-                          "occur in its prompt + completion (0: any shared n-gram)."},
-    )
-    near_dup_threshold: float = field(
-        default=0.85,
-        metadata={"help": "Near duplicate at or above this Jaccard similarity of code shingles (0: off)."},
-    )
-    near_dup_shingle: int = field(default=5, metadata={"help": "Near-duplicate shingle length, in code tokens."})
-    near_dup_num_perm: int = field(
-        default=128, metadata={"help": "MinHash permutations (LSH accuracy knob; at least 32)."}
-    )
-    nvrtc: bool = field(
-        default=True, metadata={"help": "NVRTC-compile each sample's device code on the CPU; false: skip."}
-    )
-    nvrtc_arch: str = field(default=DEFAULT_ARCH, metadata={"help": "NVRTC --gpu-architecture."})
-    torch_compute_filter: bool = field(default=True, metadata={
-        "help": "Remove samples whose C++/CUDA host code calls PyTorch compute (at::matmul, x.sum(), ...); "
-                "false: keep them."})
-    workers: int = field(default=0, metadata={"help": "Processes for NVRTC compiles. 0: one per CPU core."})
-    split: str = field(
-        default="train",
-        metadata={"help": "Seed corpus split to curate: train, test (held-out tasks) or all."},
-    )
-    base_model: str | None = field(
-        default=None,
-        metadata={"help": "Local HF checkpoint that scores p_t and tokenises. None: the tiny local model."},
-    )
-    out: str | None = field(default=None, metadata={"help": "Output folder. None: <workdir>/curated."})
-    workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
-    tracking_uri: str | None = field(default=None, metadata={"help": TRACKING_URI_HELP})
-    max_length: int = field(
-        default=4096, metadata={"help": "Samples longer than this many tokens (prompt + completion) are dropped."}
-    )
-    batch_tokens: int = field(
-        default=16384, metadata={"help": "Padded tokens per confidence-scoring batch (memory knob)."}
-    )
-    chunk_samples: int = field(
-        default=512, metadata={"help": "Samples per resumable p_t chunk (one Parquet part each; reused on rerun)."}
-    )
-    p_cache: str | None = field(
-        default=None, metadata={"help": "Folder of the p_t chunk parts. None: <workdir>/cache/p_t."}
-    )
-    tau_high: float = field(default=0.9, metadata={"help": "p_t at or above this is high confidence."})
-    tau_low: float = field(default=0.5, metadata={"help": "p_t below this is low confidence."})
-    region_gap: int = field(default=2, metadata={"help": "Low-confidence sensitive runs this many tokens apart merge."})
-    rho_max: float = field(
-        default=0.5,
-        metadata={"help": "Masked share of confident boilerplate = rho_max * share of high tokens; 0: off."},
-    )
-    alpha: float = field(default=1.0, metadata={"help": "Weight of sensitive high-confidence tokens (1: neutral)."})
-    region_lambda: float = field(default=1.0, metadata={"help": "Strength of region-aware sample weighting; 0: off."})
-    w_min: float = field(default=0.5, metadata={"help": "Lower clip of the sample weight before renormalising."})
-    w_max: float = field(default=3.0, metadata={"help": "Upper clip of the sample weight before renormalising."})
-
-    def __post_init__(self) -> None:
-        if self.split not in ("train", "test", "all"):
-            raise ValueError(f"split must be train, test or all, not {self.split!r}")
-        if not 0.0 <= self.tau_low <= self.tau_high <= 1.0:
-            raise ValueError("need 0 <= tau_low <= tau_high <= 1")
-        if self.w_min > self.w_max:
-            raise ValueError("need w_min <= w_max")
-        if not 0.0 <= self.near_dup_threshold <= 1.0:
-            raise ValueError("near_dup_threshold is a Jaccard similarity in [0, 1] (0: off)")
-        if not 0.0 <= self.decontam_min_share < 1.0:
-            raise ValueError("decontam_min_share must be in [0, 1)")
-        if min(self.decontam_ngram, self.near_dup_shingle) < 1 or self.near_dup_num_perm < 32 or self.workers < 0:
-            raise ValueError("need decontam_ngram >= 1, near_dup_shingle >= 1, near_dup_num_perm >= 32, workers >= 0")
-
-    def cuset(self) -> CusetParams:
-        return CusetParams(
-            tau_high=self.tau_high, tau_low=self.tau_low, region_gap=self.region_gap, rho_max=self.rho_max,
-            alpha=self.alpha, lam=self.region_lambda, w_min=self.w_min, w_max=self.w_max,
-        )
-
-    def filters(self, workdir: Path) -> FilterSettings:
-        return FilterSettings(
-            near_dup_threshold=self.near_dup_threshold or 2.0, shingle=self.near_dup_shingle,
-            num_perm=self.near_dup_num_perm, nvrtc=self.nvrtc, nvrtc_arch=self.nvrtc_arch,
-            workers=self.workers or os.cpu_count() or 1, cache_dir=workdir / "cache" / "nvrtc",
-            torch_compute_filter=self.torch_compute_filter,
-        )
 
 
 def _contamination(cfg: CurateConfig, corpus: pl.DataFrame) -> dict[str, str]:

@@ -19,7 +19,6 @@ from trl import SFTConfig, SFTTrainer
 from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
 Weighting = Literal["plain", "token", "region", "cuset"]
-WEIGHTINGS: tuple[str, ...] = ("plain", "token", "region", "cuset")
 WEIGHT_COLUMNS = ("token_weights", "loss_mask", "sample_weight")
 
 

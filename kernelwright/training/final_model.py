@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mlflow
 from mlflow.tracking import MlflowClient
@@ -11,11 +11,9 @@ from transformers import PreTrainedTokenizerBase
 
 from kernelwright import atomic
 from kernelwright.tracking import set_alias
+from kernelwright.training.config import TrainConfig
 from kernelwright.training.cuset_trainer import CusetSFTTrainer
 from kernelwright.training.launch import is_main_process, world_size
-
-if TYPE_CHECKING:
-    from kernelwright.training.stage import TrainConfig
 
 
 def save_final(trainer: CusetSFTTrainer, cfg: TrainConfig, tokenizer: PreTrainedTokenizerBase, out: Path) -> Any:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import mlflow
 from mlflow.exceptions import MlflowException
@@ -19,10 +18,8 @@ from mlflow.tracking import MlflowClient
 from transformers import TrainerCallback
 
 from kernelwright import atomic
+from kernelwright.training.config import TrainConfig
 from kernelwright.workdir import resolve_workdir
-
-if TYPE_CHECKING:
-    from kernelwright.training.stage import TrainConfig
 
 log = logging.getLogger(__name__)
 RUN_ID_FILE = "mlflow_run_id.txt"

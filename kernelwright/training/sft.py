@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import mlflow
 import torch
@@ -11,11 +10,9 @@ from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import SFTConfig
 
+from kernelwright.training.config import TrainConfig
 from kernelwright.training.cuset_trainer import CusetCollator, CusetSFTTrainer, checkpointing_args
 from kernelwright.training.resume import RunIdInCheckpoints
-
-if TYPE_CHECKING:
-    from kernelwright.training.stage import TrainConfig
 
 
 def build_trainer(cfg: TrainConfig, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,

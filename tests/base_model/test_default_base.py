@@ -11,7 +11,8 @@ from mlflow.tracking import MlflowClient
 
 from kernelwright.base_model import pretrain as pretrain_module
 from kernelwright.base_model.choose import check_base_model, resolve_base_model
-from kernelwright.base_model.pretrain import META_FILE, SIZES
+from kernelwright.base_model.config import SIZES
+from kernelwright.base_model.pretrain import META_FILE
 from kernelwright.tracking import setup_tracking, stage_run
 
 

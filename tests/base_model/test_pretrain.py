@@ -10,11 +10,10 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from kernelwright.base_model import pretrain as pretrain_module
+from kernelwright.base_model.config import REGISTERED_BASE, PretrainConfig
 from kernelwright.base_model.loop import STATE_FILE, LoopPlan, LoopState, cosine_lr, schedule_position
 from kernelwright.base_model.pretrain import (
     META_FILE,
-    REGISTERED_BASE,
-    PretrainConfig,
     _new_model,
     idle_cores,
     pretrain,

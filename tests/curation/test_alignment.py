@@ -14,13 +14,13 @@ from pathlib import Path
 
 import torch
 
+from kernelwright.curation.config import CurateConfig
 from kernelwright.curation.samples import curate_samples, seed_samples
-from kernelwright.curation.stage import CurateConfig
 from kernelwright.models import load_base_model, load_tokenizer
 from kernelwright.prompting import prompt_messages
+from kernelwright.training.config import TrainConfig
 from kernelwright.training.data import drop_unlearnable, load_curated
 from kernelwright.training.sft import build_trainer
-from kernelwright.training.stage import TrainConfig
 
 
 def _chat_ids(tok, sample) -> list[int]:

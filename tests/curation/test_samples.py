@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelwright.curation.config import CurateConfig
 from kernelwright.curation.filters import FilterReport
 from kernelwright.curation.samples import curate_samples, seed_samples, tokenize_sample
-from kernelwright.curation.stage import CurateConfig
 from kernelwright.errors import UsageError
 from kernelwright.models import load_base_model, load_tokenizer
 

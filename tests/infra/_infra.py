@@ -24,7 +24,7 @@ STAGE_CONFIGS = {
     "serve": ("kernelwright.serving.config", "ServeConfig"),
     "schedule": ("kernelwright.retrain.config", "ScheduleConfig"),
     "retrain": ("kernelwright.retrain.config", "RetrainConfig"),
-    "mlflow-server": ("kernelwright.cli", "MlflowServerConfig"),
+    "mlflow-server": ("kernelwright.mlflow_server", "MlflowServerConfig"),
 }
 
 

@@ -10,9 +10,9 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from kernelwright.cli import MlflowServerConfig, mlflow_server_commands
 from kernelwright.evaluation.gate import PREVIOUS_CHAMPION
 from kernelwright.evaluation.registry import alias_version, promote, rollback
+from kernelwright.mlflow_server import MlflowServerConfig, mlflow_server_commands
 from kernelwright.retrain.job import run_retrain, tracking_env
 from kernelwright.tracking import REGISTERED_MODEL
 from tests.retrain._doubles import on_a_fake_gpu, tiny_retrain

@@ -18,9 +18,9 @@ from datasets import Dataset
 from trl import SFTConfig
 
 from kernelwright.models import load_base_model, load_tokenizer
+from kernelwright.training.config import TrainConfig
 from kernelwright.training.cuset_trainer import CusetCollator, CusetSFTTrainer
 from kernelwright.training.sft import _sft_args
-from kernelwright.training.stage import TrainConfig
 from tests.training._one_step import TOL, _examples, _rel, assert_same_step, one_step
 
 

@@ -16,9 +16,10 @@ from kernelwright.cli import main
 from kernelwright.config import parse_config
 from kernelwright.errors import UsageError
 from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL
+from kernelwright.training.config import TrainConfig
 from kernelwright.training.resume import RUN_ID_FILE
 from kernelwright.training.sft import _peft_config
-from kernelwright.training.stage import TrainConfig, run_train, train_command
+from kernelwright.training.stage import run_train, train_command
 
 CONFIGS = Path(__file__).resolve().parents[2] / "kernelwright" / "configs"
 CUSET = {"tau_high": 0.9, "tau_low": 0.5, "region_gap": 2, "rho_max": 0.5, "alpha": 1.0, "lambda": 1.0}

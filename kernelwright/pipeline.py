@@ -12,39 +12,25 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import mlflow
 
 from kernelwright.base_model.choose import check_base_model
 from kernelwright.config import config_to_params
-from kernelwright.curation.config import CurateConfig
 from kernelwright.curation.stage import run_curate
-from kernelwright.evaluation.stage import EvaluateConfig, EvaluateResult, evaluate
+from kernelwright.evaluation.stage import EvaluateResult, evaluate
+from kernelwright.job_config import JobConfig, curate_config, evaluate_config, train_config
 from kernelwright.tracking import REGISTERED_MODEL, setup_tracking, stage_run
-from kernelwright.training.config import TrainConfig
 from kernelwright.training.stage import run_train
-from kernelwright.workdir import TRACKING_URI_HELP, resolve_workdir, tracking_env, tracking_uri
+from kernelwright.workdir import resolve_workdir, tracking_env, tracking_uri
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class PipelineConfig:
-    """Config of `kernelwright pipeline`: the knobs worth turning for a whole run."""
-
-    workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
-    tracking_uri: str | None = field(default=None, metadata={"help": TRACKING_URI_HELP})
-    base_model: str | None = field(default=None, metadata={"help": "Local HF checkpoint. None: the tiny model."})
-    weighting: str = field(default="cuset", metadata={"help": "Loss weighting: plain, token, region or cuset."})
-    max_steps: int = field(default=300, metadata={"help": "Training steps."})
-    per_device_train_batch_size: int = field(default=2, metadata={"help": "Samples per micro-batch."})
-    learning_rate: float = field(default=2e-3, metadata={"help": "Peak learning rate."})
-    max_length: int = field(default=2048, metadata={"help": "Training sequence length cap, in tokens."})
-    lora: bool = field(default=False, metadata={"help": "LoRA instead of full fine-tuning."})
-    samples: int = field(default=1, metadata={"help": "Completions per held-out problem."})
-    max_new_tokens: int = field(default=384, metadata={"help": "Generation budget per completion."})
-    seed: int = field(default=0, metadata={"help": "Seed of training and sampling."})
+class PipelineConfig(JobConfig):
+    """Config of `kernelwright pipeline`: the knobs worth turning for a whole run (`JobConfig`'s)."""
 
 
 @dataclass
@@ -76,24 +62,15 @@ def _run(cfg: PipelineConfig, on_stage: Callable[[str], None]) -> PipelineResult
         mlflow.log_params(config_to_params(cfg, "pipeline."))
         on_stage("curate")
         with stage_run("curate"):
-            data_dir = run_curate(CurateConfig(split="train",
-                                                  workdir=str(workdir), base_model=cfg.base_model))
+            data_dir = run_curate(curate_config(cfg, workdir))
         on_stage("train")
         with stage_run("train"):
-            trained = run_train(TrainConfig(
-                data=str(data_dir), weighting=cfg.weighting, max_steps=cfg.max_steps,
-                per_device_train_batch_size=cfg.per_device_train_batch_size, learning_rate=cfg.learning_rate,
-                max_length=cfg.max_length, lora=cfg.lora, merge_lora=cfg.lora, seed=cfg.seed,
-                save_steps=max(cfg.max_steps // 3, 1), workdir=str(workdir), base_model=cfg.base_model,
-            ))
+            trained = run_train(train_config(cfg, workdir, data_dir))
         on_stage("evaluate")
         with stage_run("evaluate"):
             registered = f"models:/{REGISTERED_MODEL}/{trained.registered_version}"
-            evaluation = evaluate(EvaluateConfig(
-                model=registered if trained.registered_version else str(trained.model_dir),
-                samples=cfg.samples, max_new_tokens=cfg.max_new_tokens,
-                seed=cfg.seed, workdir=str(workdir),
-            ))
+            evaluation = evaluate(evaluate_config(
+                cfg, workdir, registered if trained.registered_version else str(trained.model_dir)))
         wall = time.perf_counter() - start
         mlflow.log_metrics({"pipeline.wall_s": wall, "train.final_loss": trained.train_loss})
         if trained.registered_version:

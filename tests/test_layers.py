@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kernelwright"
 BASE = {"__init__", "errors", "atomic", "config", "workdir", "tracking", "prompting", "code_norm"}
 SHARED = {"cuda", "models", "seed", "verifier", "generation", "decontaminate", "base_model"}
 STAGES = {"curation", "training", "evaluation", "serving"}
-ORCHESTRATION = {"pipeline", "cli", "serve", "retrain", "mlflow_server"}
+ORCHESTRATION = {"pipeline", "cli", "serve", "retrain", "mlflow_server", "job_config"}
 RANK = {**dict.fromkeys(BASE, 0), **dict.fromkeys(SHARED, 1), **dict.fromkeys(STAGES, 2),
         **dict.fromkeys(ORCHESTRATION, 3)}
 MODULE_STRING = re.compile(r"^kernelwright\.(\w+)")

@@ -26,10 +26,12 @@ from kernelwright.evaluation.registry import (
     record_figures,
     recorded_figures,
 )
-from kernelwright.evaluation.stage import EvaluateConfig, evaluate
+from kernelwright.evaluation.stage import evaluate
+from kernelwright.job_config import evaluate_config
 from kernelwright.retrain.config import RetrainConfig
 from kernelwright.tracking import stage_run
 from kernelwright.verifier.ray_fanout import connected
+from kernelwright.workdir import resolve_workdir
 
 log = logging.getLogger(__name__)
 PROMOTED, REJECTED, NOT_GATED, SKIPPED = "promoted", "rejected", "not_gated", "skipped"
@@ -56,12 +58,11 @@ def _evaluate_version(cfg: RetrainConfig, version: str, scope: GateScope, verifi
                       run_name: str) -> dict[str, float] | None:
     """Evaluate registered `version` in a child run; record and return its gate figures (None: no GPU)."""
     with stage_run(run_name, tags={"model.version": version}):
-        result = evaluate(EvaluateConfig(
-            model=f"models:/{cfg.registered_model}/{version}", suite=cfg.suite, samples=cfg.samples,
-            max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, batch_size=cfg.eval_batch_size,
-            seed=cfg.seed, gate=False, gate_view=cfg.gate_view,
-            ray=cfg.ray, ray_gpu_fraction=cfg.ray_gpu_fraction, out=str(scope.out / f"v{version}"),
-            workdir=cfg.workdir), verifier=verifier)
+        result = evaluate(evaluate_config(
+            cfg, resolve_workdir(cfg.workdir), f"models:/{cfg.registered_model}/{version}", suite=cfg.suite,
+            temperature=cfg.temperature, batch_size=cfg.eval_batch_size, gate=False, gate_view=cfg.gate_view,
+            ray=cfg.ray, ray_gpu_fraction=cfg.ray_gpu_fraction, out=str(scope.out / f"v{version}")),
+            verifier=verifier)
     if not result.gpu_verified:
         return None
     record_figures(cfg.registered_model, version, result.metrics, scope.figures)

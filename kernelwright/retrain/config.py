@@ -4,43 +4,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kernelwright.job_config import JobConfig
 from kernelwright.tracking import REGISTERED_MODEL
 from kernelwright.verifier.ray_fanout import DEFAULT_GPU_FRACTION, GPU_FRACTION_HELP, RAY_HELP, check_gpu_fraction
 from kernelwright.workdir import TRACKING_URI_HELP
 
 
 @dataclass
-class RetrainConfig:
-    """Config of `kernelwright retrain`: the pipeline's knobs, the gate's, and the job's safety."""
+class RetrainConfig(JobConfig):
+    """Config of `kernelwright retrain`: the pipeline's knobs (`JobConfig`'s), the corpus, the gate's, and the
+    job's safety."""
 
-    workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
-    tracking_uri: str | None = field(default=None, metadata={"help": TRACKING_URI_HELP})
     input: list[str] = field(default_factory=list, metadata={
         "help": "Corpus files or folders (as `curate --input`); repeatable. Empty: the seed corpus's train split.",
         "action": "extend"})
     map: list[str] = field(default_factory=list, metadata={
         "help": "FIELD=COLUMN pairs for --input (as `curate --map`).", "action": "extend"})
     nvrtc: bool = field(default=True, metadata={"help": "NVRTC-compile each corpus sample in curation; false: skip."})
-    base_model: str | None = field(default=None, metadata={"help": "Local HF checkpoint. None: the tiny model."})
-    weighting: str = field(default="cuset", metadata={"help": "Loss weighting: plain, token, region or cuset."})
-    max_steps: int = field(default=300, metadata={"help": "Training steps."})
-    per_device_train_batch_size: int = field(default=2, metadata={"help": "Samples per micro-batch."})
-    learning_rate: float = field(default=2e-3, metadata={"help": "Peak learning rate."})
-    max_length: int = field(default=2048, metadata={"help": "Training sequence length cap, in tokens."})
-    lora: bool = field(default=False, metadata={"help": "LoRA (merged at the end) instead of full fine-tuning."})
-    save_steps: int = field(default=0, metadata={"help": "Checkpoint every N steps; 0: max_steps / 3."})
     keep_checkpoints: int = field(default=1, metadata={
         "help": "Checkpoints kept per training folder once it has finished (the final model is always kept)."})
     suite: str | None = field(default=None, metadata={
         "help": "Problems the gate evaluates on (as `evaluate --suite`). None: the seed corpus's held-out tasks."})
-    samples: int = field(default=1, metadata={"help": "Completions per problem."})
     ray: str | None = field(default=None, metadata={"help": "The gate's verification: " + RAY_HELP})
     ray_gpu_fraction: float = field(default=DEFAULT_GPU_FRACTION, metadata={"help": GPU_FRACTION_HELP})
-    max_new_tokens: int = field(default=384, metadata={"help": "Generation budget per completion, in tokens."})
     temperature: float = field(default=0.0, metadata={
         "help": "Sampling temperature of the gate's completions; 0: greedy (more samples then repeat)."})
     eval_batch_size: int = field(default=8, metadata={"help": "Prompts per generate() call in the gate's evaluations."})
-    seed: int = field(default=0, metadata={"help": "Seed of training and sampling."})
     gate_view: str = field(default="own", metadata={"help": "Figures the gate compares: own or any."})
     margin: float = field(default=0.0, metadata={
         "help": "Least rise of fast_1 (a share of samples, 0-1) that promotes; 0: any rise."})
@@ -50,8 +39,9 @@ class RetrainConfig:
                 "None: the tracking store's PostgreSQL if it is one, else <workdir>/retrain.lock."})
 
     def __post_init__(self) -> None:
-        if self.max_steps <= 0 or self.samples < 1 or self.save_steps < 0 or self.keep_checkpoints < 0:
-            raise ValueError("need max_steps >= 1, samples >= 1, save_steps >= 0 and keep_checkpoints >= 0")
+        super().__post_init__()
+        if self.keep_checkpoints < 0:
+            raise ValueError("need keep_checkpoints >= 0")
         if self.temperature < 0.0 or self.eval_batch_size < 1:
             raise ValueError("need temperature >= 0 and eval_batch_size >= 1")
         if not 0.0 <= self.margin <= 1.0:

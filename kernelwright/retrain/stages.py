@@ -21,7 +21,7 @@ import mlflow
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from kernelwright import atomic
+from kernelwright import atomic, job_config
 from kernelwright.curation.config import CurateConfig
 from kernelwright.curation.stage import run_curate
 from kernelwright.retrain.config import RetrainConfig
@@ -43,17 +43,13 @@ def retrain_root(workdir: Path) -> Path:
 
 
 def curate_config(cfg: RetrainConfig, workdir: Path, out: Path | None = None) -> CurateConfig:
-    return CurateConfig(input=list(cfg.input), map=list(cfg.map), nvrtc=cfg.nvrtc, split="train",
-                        base_model=cfg.base_model, workdir=str(workdir), out=str(out) if out else None)
+    return job_config.curate_config(cfg, workdir, input=list(cfg.input), map=list(cfg.map), nvrtc=cfg.nvrtc,
+                                    out=str(out) if out else None)
 
 
 def train_config(cfg: RetrainConfig, workdir: Path, data: Path | None = None, out: Path | None = None) -> TrainConfig:
-    return TrainConfig(
-        data=str(data) if data else None, base_model=cfg.base_model, weighting=cfg.weighting,
-        max_steps=cfg.max_steps, per_device_train_batch_size=cfg.per_device_train_batch_size,
-        learning_rate=cfg.learning_rate, max_length=cfg.max_length, lora=cfg.lora, merge_lora=cfg.lora,
-        seed=cfg.seed, save_steps=cfg.save_steps or max(cfg.max_steps // 3, 1), workdir=str(workdir),
-        output_dir=str(out) if out else None, registered_model=cfg.registered_model, alias="candidate")
+    return job_config.train_config(cfg, workdir, data, output_dir=str(out) if out else None,
+                                   registered_model=cfg.registered_model, alias="candidate")
 
 
 def settings_of(config: Any, paths: tuple[str, ...]) -> dict[str, Any]:

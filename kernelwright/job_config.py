@@ -1,0 +1,67 @@
+"""The settings a whole job shares (`pipeline`, `retrain`), and the stage configs derived from them.
+
+    kernelwright pipeline --max-steps 50 --weighting plain     # JobConfig's fields, as PipelineConfig
+    kernelwright retrain --max-steps 50 --weighting plain      # the same fields, as RetrainConfig's first ones
+
+`JobConfig` holds each shared setting once; `PipelineConfig` and `RetrainConfig` extend it. The
+stage configs a job runs are made here only (`curate_config`, `train_config`, `evaluate_config`),
+so both jobs train and evaluate by the same rules (LoRA merged at the end, a checkpoint every
+third of the steps unless `save_steps` says otherwise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelwright.curation.config import CurateConfig
+from kernelwright.evaluation.stage import EvaluateConfig
+from kernelwright.training.config import WEIGHTINGS, TrainConfig
+from kernelwright.workdir import TRACKING_URI_HELP
+
+
+@dataclass
+class JobConfig:
+    """What every whole job sets: where it works, the base, the training run and the held-out sampling."""
+
+    workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
+    tracking_uri: str | None = field(default=None, metadata={"help": TRACKING_URI_HELP})
+    base_model: str | None = field(default=None, metadata={"help": "Local HF checkpoint. None: the tiny model."})
+    weighting: str = field(default="cuset", metadata={"help": "Loss weighting: plain, token, region or cuset."})
+    max_steps: int = field(default=300, metadata={"help": "Training steps."})
+    per_device_train_batch_size: int = field(default=2, metadata={"help": "Samples per micro-batch."})
+    learning_rate: float = field(default=2e-3, metadata={"help": "Peak learning rate."})
+    max_length: int = field(default=2048, metadata={"help": "Training sequence length cap, in tokens."})
+    lora: bool = field(default=False, metadata={"help": "LoRA (merged at the end) instead of full fine-tuning."})
+    save_steps: int = field(default=0, metadata={"help": "Checkpoint every N steps; 0: max_steps / 3."})
+    samples: int = field(default=1, metadata={"help": "Completions per held-out problem."})
+    max_new_tokens: int = field(default=384, metadata={"help": "Generation budget per completion, in tokens."})
+    seed: int = field(default=0, metadata={"help": "Seed of training and sampling."})
+
+    def __post_init__(self) -> None:
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, not {self.weighting!r}")
+        if self.max_steps <= 0 or self.samples < 1 or self.save_steps < 0:
+            raise ValueError("need max_steps >= 1, samples >= 1 and save_steps >= 0")
+
+
+def curate_config(job: JobConfig, workdir: Path, **extra: Any) -> CurateConfig:
+    """The curate stage of a job: the seed corpus's train split unless `extra` names inputs."""
+    return CurateConfig(**{"split": "train", "base_model": job.base_model, "workdir": str(workdir), **extra})
+
+
+def train_config(job: JobConfig, workdir: Path, data: Path | None, **extra: Any) -> TrainConfig:
+    """The train stage of a job on the curated `data`."""
+    return TrainConfig(**{
+        "data": str(data) if data else None, "base_model": job.base_model, "weighting": job.weighting,
+        "max_steps": job.max_steps, "per_device_train_batch_size": job.per_device_train_batch_size,
+        "learning_rate": job.learning_rate, "max_length": job.max_length, "lora": job.lora,
+        "merge_lora": job.lora, "seed": job.seed, "save_steps": job.save_steps or max(job.max_steps // 3, 1),
+        "workdir": str(workdir), **extra})
+
+
+def evaluate_config(job: JobConfig, workdir: Path, model: str, **extra: Any) -> EvaluateConfig:
+    """The evaluate stage of a job on `model` (a folder or a registry URI)."""
+    return EvaluateConfig(**{"model": model, "samples": job.samples, "max_new_tokens": job.max_new_tokens,
+                             "seed": job.seed, "workdir": str(workdir), **extra})

@@ -8,6 +8,9 @@ moves to replaces the served one without a restart. Meanwhile a daemon thread bu
 check's precompiled header, so the first request that compiles does not wait for it. At shutdown
 the app drains the requests in flight, then closes the served backend (which stops the
 continuous-batching engine).
+
+Every request's body is read first, within its bounds (body_limits.py), and every HTTP answer is
+counted once where it leaves the app (`ServingApp`, metrics.py).
 """
 
 from __future__ import annotations
@@ -24,10 +27,12 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
-from litestar.plugins.prometheus import PrometheusConfig
+from litestar.types import LifeSpanReceive, LifeSpanScope, LifeSpanSend, Receive, Scope, Send
 
 from kernelwright import __version__
+from kernelwright.serving import metrics
 from kernelwright.serving.backend import ServingBackend
+from kernelwright.serving.body_limits import BodyLimits
 from kernelwright.serving.compiling import prepare_in_background
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.lifecycle import drain
@@ -77,6 +82,17 @@ def _lifespan(loader: Loader | None, reloader: Reloader | None, interval_s: floa
     return lifespan
 
 
+class ServingApp(Litestar):
+    """The Litestar app, its HTTP requests counted outside every middleware and error handler."""
+
+    async def __call__(self, scope: Scope | LifeSpanScope, receive: Receive | LifeSpanReceive,
+                       send: Send | LifeSpanSend) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        await metrics.observe(scope, receive, send, super().__call__)
+
+
 def _state(cfg: ServeConfig, backend: ServingBackend | None, info: ModelInfo | None) -> State:
     served = Served(backend, info or ModelInfo(name=cfg.model)) if backend is not None else None
     return State({"cfg": cfg, "api_keys": cfg.keys(), "served": served, "ready": served is not None,
@@ -86,20 +102,18 @@ def _state(cfg: ServeConfig, backend: ServingBackend | None, info: ModelInfo | N
 
 def create_app(cfg: ServeConfig | None = None, backend: ServingBackend | None = None, *,
                loader: Loader | None = None, model_info: ModelInfo | None = None,
-               reloader: Reloader | None = None) -> Litestar:
+               reloader: Reloader | None = None) -> ServingApp:
     """The app; `backend` serves at once (tests), else `loader` (default: what cfg names) loads in the lifespan.
 
     `reloader` (default: cfg's alias, when it names one) is polled every `cfg.reload_interval_s`."""
     cfg = cfg or ServeConfig()
     if backend is None and loader is None:
         loader, reloader = default_loader(cfg), reloader or default_reloader(cfg)
-    prometheus = PrometheusConfig(app_name="kernelwright", prefix="kernelwright_http", group_path=True,
-                                  exclude=["/metrics"])
-    return Litestar(
+    return ServingApp(
         route_handlers=[v1_router(cfg), healthz, readyz, MetricsController],
         lifespan=[_lifespan(loader if backend is None else None, reloader, cfg.reload_interval_s)],
         state=_state(cfg, backend, model_info),
-        middleware=[prometheus.middleware],
+        middleware=[BodyLimits()],
         before_send=[add_headers],
         exception_handlers={HTTPException: http_error, Exception: server_error},
         request_max_body_size=cfg.max_body_bytes,

@@ -82,6 +82,10 @@ class ServeConfig:
                 "Empty (and no env): no authentication."})
     max_body_bytes: int = field(default=1_000_000, metadata={
         "help": "Largest request body, in bytes; larger bodies answer 413."})
+    body_timeout_s: float = field(default=10.0, metadata={
+        "help": "Seconds a client has to send its whole request body once its headers are in; later answers 408 "
+                "and closes the connection (a client that hangs up first is counted as status 499 in the "
+                "metrics). 0: no limit."})
     max_queue: int = field(default=8, metadata={
         "help": "Requests in flight on /v1 routes (generating or waiting); one more answers 503 with "
                 "Retry-After. 0: no limit."})
@@ -144,6 +148,8 @@ class ServeConfig:
             raise ValueError("log_requests_batch must be 1 or more")
         if self.drain_timeout_s < 0:
             raise ValueError("drain_timeout_s must be 0 (do not wait) or more")
+        if self.body_timeout_s < 0:
+            raise ValueError("body_timeout_s must be 0 (no limit) or more")
         if self.reload_interval_s < 0:
             raise ValueError("reload_interval_s must be 0 (never poll) or more")
         if self.rate_limit_per_minute < 0:

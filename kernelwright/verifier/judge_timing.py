@@ -2,19 +2,28 @@
 
 - `time_candidate`: the runner times ModelNew on fresh inputs of a seed it learns with the request
   (`time`), keeping every timed output where memory allows (else a random quarter, by a seed it
-  also learns then); the judge's own clock times a batch of calls through the channel, less a
-  no-op batch through the same path (`wall_ms`); a timer far above that estimate was disturbed and
-  is timed again on new inputs, one far below it is `timing_inconsistent`;
-- `check_timed`: the kept outputs against the reference on the same inputs, drawn by the judge
+  also learns then); the judge's own clock times batches of calls through the channel
+  (`judge_clock`); a timer far above that estimate was disturbed and is timed again on new
+  inputs, one below what the estimate allows (timing.below_bound) is timed again and then
+  `timing_inconsistent`;
+- `judge_clock`: batches grown until one lasts tens of milliseconds, each call's inputs drawn just
+  before it, the fastest of several less a no-op batch's cost per call through the same path
+  (capped by the judge's own cost of the same draws); outputs of the fastest batch checked;
+- `check_timed`: kept outputs against the reference on the same inputs, drawn by the judge
   (`timed_output_mismatch`);
 - `time_reference`: the reference and its torch.compile, timed in the judge's process with its
   own timer, cached by the judge alone;
-- `time_shape`: all of it for one shape, under the timing lock, and the runner's kernel share.
+- `time_shape`: all of it for one shape, under the timing lock, and the kernel share
+  (kernel_share.py) after it.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -23,22 +32,33 @@ from typing import TYPE_CHECKING, Any
 from kernelwright.verifier.channel import Channel, ChannelBroken, Described, field, load_output
 from kernelwright.verifier.inputs import form_failure
 from kernelwright.verifier.isolation import Rejected, exclusive
+from kernelwright.verifier.kernel_share import kernel_share
 from kernelwright.verifier.spec import Progress, Spec
 from kernelwright.verifier.timer import Timer
 from kernelwright.verifier.timing import (
+    ATTEMPT_SEEDS,
+    DRAW_SLACK,
     TIMED_MEMORY_BYTES,
     TIMING_ATTEMPTS,
-    WALL_BATCH,
     WALL_BATCHES,
+    WALL_CHECKED,
+    WALL_CHECKED_BYTES,
+    WALL_FIRST_CALLS,
+    WALL_MAX_CALLS,
+    WALL_TARGET_MS,
     WARM_UP_CALLS,
     RefCache,
     TimingSettings,
+    below_bound,
+    bounded_speedup,
+    calls_per_batch,
     check_consistent,
     disturbed,
     draw_on_device,
     fresh_sets,
     measure,
     nbytes,
+    same_checksum,
     set_count,
     write_ref_cache,
 )
@@ -75,41 +95,146 @@ class RunnerRejected(Exception):
 
 
 @dataclass
+class ClockTarget:
+    """What the judge's clock needs of a shape: the problem, the reference and the bound its outputs
+    are checked by, and the output's form (`like`: shape and dtype; its size in bytes)."""
+
+    problem: ModuleType
+    shape: dict[str, Any]
+    ref_model: Any
+    bound: TimedBound
+    like: dict[str, Any]
+    output_bytes: int
+
+
+@dataclass
+class WallEstimate:
+    """The judge's clock over the runner's batches: one call's estimate (ms) and how it was reached:
+    calls per batch, the fastest batch (ms, whole), the cost per call subtracted (the no-op batch's,
+    at most the judge's own draws' times DRAW_SLACK plus the channel) and the judge's draws per call."""
+
+    per_call_ms: float
+    calls: int = 0
+    batch_ms: float = 0.0
+    overhead_ms: float = 0.0
+    draw_ms: float = 0.0
+
+
+@dataclass
 class CandidateTiming:
     median_ms: float
-    wall_ms: float
+    wall: WallEstimate
     seed: int
     kept: list[tuple[int, Any]]
     disturbed: bool
 
+    @property
+    def wall_ms(self) -> float:
+        return self.wall.per_call_ms
 
-def wall_ms(link: Link, call: dict[str, Any], seed: int) -> float:
-    """The judge's clock over WALL_BATCH synchronised calls in the runner, per call, less the same
-    batch of no-ops through the same path; the fastest of WALL_BATCHES batches each."""
-    link.ask("prepare_wall", **call, seed=seed, count=WALL_BATCH)
 
-    def batch(noop: bool) -> float:
+def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget) -> WallEstimate:
+    """One call's time on the judge's clock: batches of calls in the runner (each call's inputs drawn
+    just before it), grown until one lasts WALL_TARGET_MS; the fastest of WALL_BATCHES, less the cost
+    per call of a no-op batch through the same path (drawing the same inputs), which may not exceed
+    the judge's own cost of those draws (times DRAW_SLACK) plus the channel's. The outputs of the
+    fastest batch are checked: the last call's against the sum the batch reported at its end, it and
+    others chosen after the batches against the reference."""
+    link.ask("prepare_wall", **call, like=target.like)
+    bases = itertools.count(seed, WALL_MAX_CALLS)
+
+    def batch(noop: bool, calls: int) -> tuple[float, int, Any]:
+        base = next(bases)
         start = time.perf_counter()
-        link.ask("run_wall", noop=noop)
-        return 1e3 * (time.perf_counter() - start) / WALL_BATCH
+        reply = link.ask("run_wall", noop=noop, seed=base, count=calls)
+        return 1e3 * (time.perf_counter() - start), base, reply.get("checksum")
 
-    noop = min(batch(True) for _ in range(WALL_BATCHES))
-    return max(min(batch(False) for _ in range(WALL_BATCHES)) - noop, 0.0)
+    calls = min(WALL_FIRST_CALLS, calls_per_batch(0.0, target.output_bytes, 1))
+    while True:  # grow the batch until it lasts WALL_TARGET_MS (or holds all it may)
+        ms = batch(False, calls)[0]
+        link.ask("save_wall", keep=False, indices=[], release=False)
+        grown = calls_per_batch(ms / calls, target.output_bytes, calls)
+        if ms >= WALL_TARGET_MS or grown <= calls:
+            break
+        calls = grown
+    best, best_base, claimed, noops = math.inf, 0, None, []
+    for _ in range(WALL_BATCHES):
+        noops.append(batch(True, calls)[0])
+        ms, base, total = batch(False, calls)
+        faster = ms < best
+        if faster:
+            best, best_base, claimed = ms, base, total
+        link.ask("save_wall", keep=faster, indices=[], release=False)
+    _check_fastest(link, target, calls, best_base, claimed)
+    empty = min(batch(True, 0)[0] for _ in range(3))
+    draw = draw_ms(target.problem, target.shape, next(bases), calls)
+    overhead = min(min(noops) / calls, DRAW_SLACK * draw + empty / calls)
+    return WallEstimate(max(best / calls - overhead, 0.0), calls, best, overhead, draw)
 
 
-def time_candidate(link: Link, call: dict[str, Any], seed: int, keep_all: bool) -> CandidateTiming:
-    """The runner's timing, attempt by attempt on new inputs while other work disturbed it."""
+def draw_ms(problem: ModuleType, shape: dict[str, Any], seed: int, calls: int) -> float:
+    """The judge's own cost (ms per call) of drawing `calls` calls' inputs one after another, as a
+    batch in the runner does: the fastest of 3 synchronised rounds."""
+    import torch
+
+    best = math.inf
+    for k in range(3):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for i in range(calls):
+            draw_on_device(problem, shape, seed + k * calls + i)
+        torch.cuda.synchronize()
+        best = min(best, 1e3 * (time.perf_counter() - start) / max(calls, 1))
+    return best
+
+
+def checked_indices(calls: int, output_bytes: int, rng: random.Random) -> list[int]:
+    """Which of the fastest batch's calls the judge checks, chosen after every batch ran: the last
+    one and up to WALL_CHECKED - 1 others at random, within WALL_CHECKED_BYTES of outputs."""
+    n = max(1, min(WALL_CHECKED, calls, WALL_CHECKED_BYTES // max(output_bytes, 1)))
+    return [calls - 1, *sorted(rng.sample(range(calls - 1), n - 1))]
+
+
+def _check_fastest(link: Link, target: ClockTarget, calls: int, base: int, claimed: Any) -> None:
+    """The fastest batch's outputs: the last one must be what the batch summed at its end (else its
+    work went on after the batch said it ended), and every one checked must be right."""
+    indices = checked_indices(calls, target.output_bytes, random.SystemRandom())
+    reply = link.ask("save_wall", keep=False, indices=indices, release=True)
+    entries = field(reply, "kept", list)
+    if [e[0] if isinstance(e, list) and len(e) == 2 else None for e in entries] != indices:
+        raise ChannelBroken(f"the outputs of calls {indices} of the fastest batch, asked for, were not sent")
+    kept = [(i, load_output(header, link.outbox, "cpu")) for i, header in entries]
+    if not same_checksum(claimed, kept[0][1]):
+        raise Rejected("timing_inconsistent", "the last output of a batch on the judge's clock differs from what "
+                                              "the batch reported at its end: its work went on after the batch ended")
+    check_timed(target.problem, target.shape, target.ref_model, base, kept, target.bound,
+                lambda i: f"call {i + 1} of a batch on the judge's clock")
+
+
+def time_candidate(link: Link, call: dict[str, Any], seed: int, keep_all: bool, target: ClockTarget,
+                   bounded: bool = True) -> CandidateTiming:
+    """The runner's timing, attempt by attempt on new inputs while other work disturbed it or while
+    it read below what the judge's clock allows (`bounded`); below it on every attempt:
+    `timing_inconsistent`."""
+    readings: list[CandidateTiming] = []
     for attempt in range(TIMING_ATTEMPTS):
-        s = seed + 100_000 * attempt
+        s = seed + ATTEMPT_SEEDS * attempt
         reply = link.ask("time", **call, seed=s, keep_all=keep_all, keep_seed=s ^ 0x5EED)
         median = float(field(reply, "median_ms", (int, float)))
         if median < 0:
             raise ChannelBroken(f"a negative median ({median} ms)")
-        wall = wall_ms(link, call, s + 50_000)
         kept = _kept(reply, link.outbox, keep_all)
-        if not disturbed(median, wall):
-            return CandidateTiming(median, wall, s, kept, False)
-    return CandidateTiming(median, wall, s, kept, True)
+        wall = judge_clock(link, call, s + ATTEMPT_SEEDS // 2, target)
+        timing = CandidateTiming(median, wall, s, kept, False)
+        low = bounded and below_bound(median, wall.per_call_ms)
+        if not low and not disturbed(median, wall.per_call_ms):
+            return timing
+        readings.append(timing)
+    high = [r for r in readings if not (bounded and below_bound(r.median_ms, r.wall_ms))]
+    if not high:
+        check_consistent(readings[-1].median_ms, readings[-1].wall_ms)  # raises: below on every attempt
+    high[-1].disturbed = True
+    return high[-1]
 
 
 def _kept(reply: dict[str, Any], outbox: Path, keep_all: bool) -> list[tuple[int, Any]]:
@@ -126,22 +251,25 @@ def _kept(reply: dict[str, Any], outbox: Path, keep_all: bool) -> list[tuple[int
         raise ChannelBroken(f"{len(indices)} kept outputs of {trials} timed calls, all of which were asked for")
     if not indices:
         raise ChannelBroken("no timed output kept")
-    return [(i, load_output(header, outbox)) for i, header in entries]
+    return [(i, load_output(header, outbox, "cpu")) for i, header in entries]  # on the GPU one by one
 
 
 def check_timed(problem: ModuleType, shape: dict[str, Any], ref_model: Any, seed: int,
-                kept: list[tuple[int, Any]], bound: TimedBound) -> None:
-    """Each kept timed output against the float32 reference on the same inputs (set i: the draw of
-    seed + i), within the bound the correctness draws calibrated (tolerance.judge_timed)."""
+                kept: list[tuple[int, Any]], bound: TimedBound, label: Callable[[int], str] | None = None) -> None:
+    """Each kept output against the float32 reference on the same inputs (call i: the draw of
+    seed + i), within the bound the correctness draws calibrated (tolerance.judge_timed); outputs
+    are moved to the GPU one at a time. `label(i)` names call i in a failure's detail."""
     import torch
 
+    name = label or (lambda i: f"timed call {i - WARM_UP_CALLS + 1}")
     for i, out in kept:
         expected = ref_model(*draw_on_device(problem, shape, seed + i))
         torch.cuda.synchronize()
-        reason, detail = timed_failure(out, expected, bound)
+        on_device = out.to(expected.device) if type(out) is torch.Tensor and type(expected) is torch.Tensor else out
+        reason, detail = timed_failure(on_device, expected, bound)
+        del expected
         if reason is not None:
-            raise Rejected("timed_output_mismatch", f"timed call {i - WARM_UP_CALLS + 1} ({reason}): {detail}; "
-                                                    "its correctness runs passed")
+            raise Rejected("timed_output_mismatch", f"{name(i)} ({reason}): {detail}; its correctness runs passed")
 
 
 def timed_failure(out: Any, expected: Any, bound: TimedBound) -> tuple[str | None, str]:
@@ -202,10 +330,21 @@ def keep_all_fits(problem: ModuleType, shape: dict[str, Any], spec: Spec, seed: 
     return nbytes(first) * set_count(first, TimingSettings.of(spec)) <= TIMED_MEMORY_BYTES
 
 
+def clock_target(problem: ModuleType, shape: dict[str, Any], checked: Checked, inputs: list[Any]) -> ClockTarget:
+    """The shape's target for the judge's clock, its output's form from the reference on `inputs`."""
+    import torch
+
+    out = checked.ref_model(*inputs)
+    like = out if type(out) is torch.Tensor else torch.empty(0)
+    return ClockTarget(problem, shape, checked.ref_model, checked.timed_bound,
+                       {"shape": list(like.shape), "dtype": str(like.dtype).removeprefix("torch.")}, nbytes([like]))
+
+
 def time_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Link, checked: Checked,
                ref: RefCache, progress: Progress, names: list[str]) -> ShapeResult:
-    """One shape's figures: the candidate (runner), the reference (judge), the timed outputs checked
-    (judge), under the timing lock; the kernel share (runner) outside it."""
+    """One shape's figures: the candidate (runner) on its timer and the judge's clock, the reference
+    (judge), the timed outputs checked (judge), under the timing lock; the kernel share (runner)
+    outside it. The speedup never exceeds what the judge's clock supports (timing.bounded_speedup)."""
     import torch
 
     call, ref_model, timed_bound = checked.call, checked.ref_model, checked.timed_bound
@@ -213,20 +352,24 @@ def time_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Lin
     progress.write(phase="compile_baseline")
     compiled = compiled_reference(ref_model, warm) if ref.figures is None and spec.compile_baseline else None
     keep_all = keep_all_fits(problem, shape, spec, spec.timing_seed)
+    with torch.no_grad():
+        target = clock_target(problem, shape, checked, warm[0])
+    del warm
     progress.write(phase="timing_wait")
     with exclusive(spec.timing_lock), torch.no_grad():
         progress.write(phase="timing")
-        cand = time_candidate(link, call, spec.timing_seed, keep_all)
-        check_consistent(cand.median_ms, cand.wall_ms)
+        cand = time_candidate(link, call, spec.timing_seed, keep_all, target, spec.timer_bound)
         ref_ms, compiled_ms = ref.figures if ref.figures is not None else _reference_figures(
             (ref_model, compiled), problem, shape, spec, ref)
         progress.write(phase="check_timed")
         check_timed(problem, shape, ref_model, cand.seed, cand.kept, timed_bound)
+        cand.kept.clear()
+        torch.cuda.empty_cache()  # the timing's memory goes back to the GPU for other candidates
     progress.write(phase="profile")
-    share = float(field(link.ask("share", **call, seed=spec.timing_seed - 1, names=names), "share", (int, float)))
-    if not 0.0 <= share <= 1.0:
-        raise ChannelBroken(f"a kernel share of {share}")
+    share, spread = kernel_share(link, call, spec, names)
+    speedup = (bounded_speedup(ref_ms, cand.median_ms, cand.wall_ms) if spec.timer_bound else
+               ref_ms / cand.median_ms if cand.median_ms > 0 else None)
     return ShapeResult(shape=shape, correct=True, runtime_ms=cand.median_ms, ref_runtime_ms=ref_ms,
-                       ref_compile_runtime_ms=compiled_ms,
-                       speedup=ref_ms / cand.median_ms if cand.median_ms > 0 else None,
-                       custom_kernel_time_share=share, wall_runtime_ms=cand.wall_ms, timing_disturbed=cand.disturbed)
+                       ref_compile_runtime_ms=compiled_ms, speedup=speedup,
+                       custom_kernel_time_share=share, custom_kernel_time_share_spread=spread,
+                       wall_runtime_ms=cand.wall_ms, timing_disturbed=cand.disturbed)

@@ -14,8 +14,10 @@ network before it imports the candidate. Then it answers requests on the channel
 | load | imports the problem and the candidate (the build; done before it is asked for) | compile_s, build |
 | call | draws the inputs of (shape, seed, distribution), runs ModelNew `repeat` times (`skip_own`: decoy) | outputs |
 | time | times ModelNew on fresh inputs from the judge's seed (timer.py), keeps the outputs | median_ms, kept |
-| prepare_wall / run_wall | a batch of calls the judge times on its own clock (or a no-op batch) | - |
-| share | the profiler's share of GPU time in the candidate's kernels | share |
+| prepare_wall | the model the judge's clock times, and a buffer like its output | - |
+| run_wall | calls the judge times on its own clock (or no-ops), each drawing its inputs, outputs held | checksum |
+| save_wall | keeps the last batch's outputs (`keep`: the fastest so far), saves those the judge names | kept |
+| share | the profiler's share of GPU time in the candidate's kernels, `passes` times | shares |
 | finish | the guard and the thread count, a last time | - |
 
 A reply is the runner's word, checked by the judge; a rejection the runner finds in itself (a
@@ -51,7 +53,7 @@ from kernelwright.verifier.runner_uid import limit_tasks
 from kernelwright.verifier.sandbox import confine, die_with_parent
 from kernelwright.verifier.seccomp import deny_reaching_out
 from kernelwright.verifier.timer import Timer
-from kernelwright.verifier.timing import TimingSettings, draw_on_device, fresh_sets, median_ms
+from kernelwright.verifier.timing import TimingSettings, checksum, draw_on_device, fresh_sets, median_ms
 
 
 class Runner:
@@ -65,8 +67,11 @@ class Runner:
         self.timer: Timer | None = None
         self.guard: HarnessGuard | None = None
         self.models: dict[str, Any] = {}
-        self.wall: list[list[Any]] = []
         self.wall_model: Any = None
+        self.wall_shape: dict[str, Any] = {}
+        self.wall_like: Any = None  # summed by a no-op batch, as a batch sums its last output
+        self.wall_held: list[Any] = []  # the outputs of the last batch
+        self.wall_kept: list[Any] = []  # the outputs of the batch the judge asked to keep
         self.threads = 0
         self.count = 0
         self.preloaded: dict[str, Any] | None = None
@@ -128,29 +133,59 @@ class Runner:
             timed = median_ms(model, sets, self.timer, self.timing, flush, keep.__contains__)
         del sets, flush
         kept = [[i, self._save(out)] for i, out in timed.kept]
-        return {"median_ms": timed.median_ms, "trials": timed.trials, "sets": timed.sets, "kept": kept}
+        reply = {"median_ms": timed.median_ms, "trials": timed.trials, "sets": timed.sets, "kept": kept}
+        del timed
+        torch.cuda.empty_cache()  # the timed sets' memory goes back to the GPU for other candidates
+        return reply
 
     def prepare_wall(self, req: dict[str, Any]) -> dict[str, Any]:
-        seed = int(req["seed"])
-        self.wall = [draw_on_device(self.problem, req["shape"], seed + i) for i in range(int(req["count"]))]
-        self.wall_model = self._model(req)
+        import torch
+
+        self.wall_model, self.wall_shape = self._model(req), req["shape"]
+        like = req["like"]
+        self.wall_like = torch.zeros(like["shape"], dtype=getattr(torch, like["dtype"]), device="cuda")
+        self.wall_held, self.wall_kept = [], []
         return {}
 
     def run_wall(self, req: dict[str, Any]) -> dict[str, Any]:
+        """`count` calls, each on the draw of seed + i made just before it (no call sees a later call's
+        inputs), their outputs held; then the device synchronised and the last output summed on the
+        host, so the batch ends when its last output is written. A no-op batch draws and sums alike."""
         import torch
 
-        fn = (lambda *_: None) if req["noop"] else self.wall_model
+        noop, seed, count = bool(req["noop"]), int(req["seed"]), int(req["count"])
+        self.wall_held = []
+        last = self.wall_like
         torch.cuda.synchronize()
         with torch.no_grad():
-            for args in self.wall:
-                fn(*args)
+            for i in range(count):
+                args = draw_on_device(self.problem, self.wall_shape, seed + i)
+                if not noop:
+                    last = self.wall_model(*args)
+                    self.wall_held.append(last)
         torch.cuda.synchronize()
-        return {}
+        return {"checksum": checksum(last)}
+
+    def save_wall(self, req: dict[str, Any]) -> dict[str, Any]:
+        """`keep`: the last batch's outputs replace those kept so far (else they are let go); then the
+        kept outputs the judge names are saved."""
+        import torch
+
+        if req["keep"]:
+            self.wall_kept = self.wall_held
+        self.wall_held = []
+        names = [int(i) for i in req["indices"]]
+        kept = [[i, self._save(self.wall_kept[i])] for i in names if 0 <= i < len(self.wall_kept)]
+        if req["release"]:
+            self.wall_kept = []
+            torch.cuda.empty_cache()  # the memory goes back to the GPU for other candidates
+        return {"kept": kept}
 
     def share(self, req: dict[str, Any]) -> dict[str, Any]:
         model = self._model(req)
         inputs = draw_on_device(self.problem, req["shape"], int(req["seed"]))
-        return {"share": custom_share(model, inputs, set(map(str, req["names"])))}
+        names = set(map(str, req["names"]))
+        return {"shares": [custom_share(model, inputs, names) for _ in range(int(req["passes"]))]}
 
     def finish(self, _req: dict[str, Any]) -> dict[str, Any]:
         assert self.guard is not None
@@ -231,7 +266,7 @@ def _random_indices(count: int, seed: int) -> set[int]:
     return set(rng.sample(range(count), max(1, count // 4)))
 
 
-OPS = ("load", "call", "time", "prepare_wall", "run_wall", "share", "finish")
+OPS = ("load", "call", "time", "prepare_wall", "run_wall", "save_wall", "share", "finish")
 
 
 def serve(runner: Runner) -> None:

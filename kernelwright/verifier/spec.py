@@ -46,6 +46,9 @@ class Spec:
     decoy_check: bool = True  # the output with the candidate's own launches skipped must be wrong (fallback_decoy)
     forkserver: str | None = None  # socket of the fork server that starts the runner (forkserver.py); None: Popen
     runner_user: list[Any] | None = None  # [uid, gid, name] the runner runs as (sandbox.runner_user); None: the judge's
+    timer_bound: bool = True  # the timer held to the judge's clock (timing_inconsistent, capped speedup)
+    gpu_ledger: str | None = None  # the GPU-memory ledger this candidate was admitted by (admission.py); None: none
+    ledger_token: str | None = None  # this candidate's entry in it
 
 
 class Progress:

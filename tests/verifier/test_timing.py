@@ -91,12 +91,30 @@ def test_the_wall_clock_estimate_subtracts_a_no_op(no_cuda_sync: None) -> None:
     assert timing.wall_estimate(lambda *_: None, sets) < 0.05
 
 
-def test_a_timer_that_reads_far_below_the_wall_clock_is_inconsistent() -> None:
-    timing.check_consistent(median=2.1, wall=2.0)
-    timing.check_consistent(median=0.007, wall=0.17)  # a launch-bound kernel on a shared GPU (measured)
-    with pytest.raises(Rejected) as err:
-        timing.check_consistent(median=0.001, wall=2.0)  # a patched elapsed-time reads 1 us
-    assert err.value.reason == "timing_inconsistent"
+def test_a_timer_below_what_the_judges_clock_allows_is_inconsistent() -> None:
+    timing.check_consistent(median=0.38, wall=0.37)  # an honest 0.38 ms matmul
+    timing.check_consistent(median=0.010, wall=0.012)  # an honest launch-bound 10 us kernel
+    for median, wall in ((0.0010, 0.3857), (0.001, 0.010), (0.004, 0.3)):
+        with pytest.raises(Rejected) as err:  # 0.0010 / 0.3857: a native timer patch once believed at 191x
+            timing.check_consistent(median=median, wall=wall)
+        assert err.value.reason == "timing_inconsistent"
+
+
+def test_no_speedup_exceeds_what_the_judges_clock_supports() -> None:
+    assert timing.bounded_speedup(ref_ms=1.0, median=0.5, wall=0.5) == pytest.approx(2.0)  # the timer's own
+    lowest = timing.supported_ms(0.3857)
+    assert timing.bounded_speedup(ref_ms=0.3857, median=0.001, wall=0.3857) == pytest.approx(0.3857 / lowest)
+    assert timing.bounded_speedup(ref_ms=0.3857, median=0.001, wall=0.3857) < timing.TIMER_BOUND + 0.1
+    assert not timing.below_bound(lowest, 0.3857)  # the least median the bound lets through
+
+
+def test_a_batch_grows_until_it_lasts_tens_of_milliseconds() -> None:
+    assert timing.calls_per_batch(per_call_ms=0.3, output_bytes=4 << 20, calls=1) == 67  # 20 ms at 0.3 ms a call
+    assert timing.calls_per_batch(per_call_ms=0.01, output_bytes=4096, calls=67) == 2000
+    assert timing.calls_per_batch(per_call_ms=1e-5, output_bytes=4096, calls=2000) == timing.WALL_MAX_CALLS
+    assert timing.calls_per_batch(per_call_ms=0.01, output_bytes=256 << 20, calls=1) == 4  # 4 outputs fill 1 GiB
+    assert timing.calls_per_batch(per_call_ms=50.0, output_bytes=4096, calls=1) == 1  # one call lasts long enough
+    assert timing.calls_per_batch(per_call_ms=50.0, output_bytes=4096, calls=3) == 3  # never shrinks
 
 
 def test_a_disturbed_timing_is_taken_again_on_new_inputs(monkeypatch: pytest.MonkeyPatch) -> None:

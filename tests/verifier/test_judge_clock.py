@@ -1,0 +1,194 @@
+"""The judge's clock over the runner's batches, on a fake clock: what it subtracts, what it checks,
+and what a timer below it becomes. The runner's side draws each call's inputs just before the call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from kernelwright.verifier import judge_timing, runner, timing
+from kernelwright.verifier.isolation import Rejected
+from kernelwright.verifier.judge_timing import ClockTarget, judge_clock, time_candidate
+from kernelwright.verifier.runner import Runner
+from kernelwright.verifier.timing import checksum
+from kernelwright.verifier.tolerance import TimedBound
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def honest(seed: int) -> torch.Tensor:
+    return torch.full((4,), 2.0 * seed)  # the reference doubles its input, the draw of `seed` (below)
+
+
+class FakeRunner:
+    """The runner on the fake clock: a request's round trip costs `trip_ms`, each call's draw
+    `draw_ms` and each call `call_ms` (ms). `noop_extra_ms`: a no-op batch made slower per call;
+    `lazy`: every call of a batch but the last returns zeros and costs nothing; `late`: the sum a
+    batch reports is not its last output's (work went on after the batch said it ended);
+    `timer_ms`: what its timer reads, attempt by attempt."""
+
+    def __init__(self, clock: FakeClock, call_ms: float, draw_ms: float = 0.03, trip_ms: float = 0.1,
+                 noop_extra_ms: float = 0.0, lazy: bool = False, late: bool = False,
+                 timer_ms: list[float] | None = None) -> None:
+        self.clock, self.call_ms, self.draw_ms, self.trip_ms = clock, call_ms, draw_ms, trip_ms
+        self.noop_extra_ms, self.lazy, self.late = noop_extra_ms, lazy, late
+        self.timer_ms = list(timer_ms or [])
+        self.held: list[torch.Tensor] = []
+        self.kept: list[torch.Tensor] = []
+        self.asked: list[str] = []
+        self.batches: list[int] = []
+
+    def _spend(self, ms: float) -> None:
+        self.clock.now += ms / 1e3
+
+    def ask(self, op: str, **f: Any) -> dict[str, Any]:
+        self.asked.append(op)
+        self._spend(self.trip_ms)
+        if op == "time":
+            s = f["seed"]
+            return {"median_ms": self.timer_ms.pop(0), "trials": 1, "sets": 4,
+                    "kept": [[3, {"tensor": honest(s + 3)}]]}
+        if op == "prepare_wall":
+            return {}
+        if op == "run_wall":
+            n, seed = f["count"], f["seed"]
+            if f["noop"]:
+                self._spend(n * (self.draw_ms + self.noop_extra_ms))
+                return {"checksum": 0.0}
+            self.batches.append(n)
+            outs = [torch.zeros(4) if self.lazy and i < n - 1 else honest(seed + i) for i in range(n)]
+            self._spend(n * self.draw_ms + (1 if self.lazy else n) * self.call_ms)
+            self.held = outs
+            return {"checksum": (checksum(outs[-1]) or 0.0) + (1.0 if self.late else 0.0)}
+        if op == "save_wall":
+            if f["keep"]:
+                self.kept = self.held
+            self.held = []
+            reply = {"kept": [[i, {"tensor": self.kept[i]}] for i in f["indices"] if i < len(self.kept)]}
+            if f["release"]:
+                self.kept = []
+            return reply
+        raise AssertionError(op)
+
+
+class _Ref:
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+@pytest.fixture()
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(judge_timing, "time", SimpleNamespace(perf_counter=fake.perf_counter))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(judge_timing, "draw_on_device", lambda problem, shape, seed: [torch.full((4,), float(seed))])
+    monkeypatch.setattr(judge_timing, "load_output", lambda header, outbox, device="cuda": header["tensor"])
+    monkeypatch.setattr(judge_timing, "form_failure", lambda out, ref: None)  # CPU tensors here
+    monkeypatch.setattr(judge_timing, "draw_ms", lambda problem, shape, seed, calls: 0.03)  # the judge's own draws
+    return fake
+
+
+def _target() -> ClockTarget:
+    return ClockTarget(SimpleNamespace(), {}, _Ref(), TimedBound(1e-7, 1e-6), {"shape": [4], "dtype": "float32"}, 16)
+
+
+def _link(fake: FakeRunner) -> Any:
+    return SimpleNamespace(ask=fake.ask, outbox=Path("."))
+
+
+def test_batches_grow_to_tens_of_ms_and_the_no_op_batch_is_subtracted(clock: FakeClock) -> None:
+    fake = FakeRunner(clock, call_ms=0.010)  # a launch-bound 10 us kernel, 30 us of input draws a call
+    est = judge_clock(_link(fake), {}, 5000, _target())
+    assert est.per_call_ms == pytest.approx(0.010, abs=1e-3)
+    assert est.batch_ms >= timing.WALL_TARGET_MS and fake.batches[0] == 1 and est.calls == fake.batches[-1]
+    assert fake.batches[-timing.WALL_BATCHES:] == [est.calls] * timing.WALL_BATCHES
+    slow = FakeRunner(clock, call_ms=50.0)  # one call lasts long enough: batches of one call
+    assert judge_clock(_link(slow), {}, 5000, _target()).per_call_ms == pytest.approx(50.0, rel=1e-3)
+    assert set(slow.batches) == {1}
+
+
+def test_a_no_op_batch_made_slow_cannot_hide_the_candidates_time(clock: FakeClock) -> None:
+    fake = FakeRunner(clock, call_ms=0.010, noop_extra_ms=0.02)  # its no-op batch 20 us a call slower
+    est = judge_clock(_link(fake), {}, 5000, _target())
+    assert est.per_call_ms > 0.0065  # subtracted: at most the judge's own draws' cost x 1.1, not the no-op's
+    assert timing.below_bound(0.001, est.per_call_ms)
+
+
+def test_lazy_calls_in_the_judges_batches_are_caught(clock: FakeClock) -> None:
+    fake = FakeRunner(clock, call_ms=0.3, lazy=True)  # the work only in each batch's last call
+    with pytest.raises(Rejected) as err:
+        judge_clock(_link(fake), {}, 5000, _target())
+    assert err.value.reason == "timed_output_mismatch" and "a batch on the judge's clock" in err.value.detail
+
+
+def test_a_batch_that_ends_before_its_last_output_is_written_is_inconsistent(clock: FakeClock) -> None:
+    fake = FakeRunner(clock, call_ms=0.3, late=True)
+    with pytest.raises(Rejected) as err:
+        judge_clock(_link(fake), {}, 5000, _target())
+    assert err.value.reason == "timing_inconsistent"
+
+
+def test_a_timer_below_the_clock_on_every_attempt_is_timing_inconsistent(clock: FakeClock) -> None:
+    fake = FakeRunner(clock, call_ms=0.3857, timer_ms=[0.001] * timing.TIMING_ATTEMPTS)  # the 191x case
+    with pytest.raises(Rejected) as err:
+        time_candidate(_link(fake), {}, 7000, False, _target())
+    assert err.value.reason == "timing_inconsistent" and fake.asked.count("time") == timing.TIMING_ATTEMPTS
+
+
+def test_a_timer_below_the_clock_once_is_timed_again(clock: FakeClock) -> None:
+    fake = FakeRunner(clock, call_ms=0.3, timer_ms=[0.001, 0.31])
+    got = time_candidate(_link(fake), {}, 7000, False, _target())
+    assert got.median_ms == 0.31 and got.seed == 7000 + timing.ATTEMPT_SEEDS and not got.disturbed
+    assert got.wall_ms == pytest.approx(0.3, rel=1e-3)
+    unbounded = FakeRunner(clock, call_ms=0.3, timer_ms=[0.001])  # calibration: reported as read
+    assert time_candidate(_link(unbounded), {}, 7000, False, _target(), bounded=False).median_ms == 0.001
+
+
+def test_the_checked_calls_are_the_last_and_others_within_the_byte_budget() -> None:
+    import random
+
+    got = judge_timing.checked_indices(500, 16, random.Random(1))
+    assert got[0] == 499 and len(set(got)) == len(got) == timing.WALL_CHECKED and max(got[1:]) < 499
+    assert judge_timing.checked_indices(1, 16, random.Random(1)) == [0]
+    assert len(judge_timing.checked_indices(500, 200 << 20, random.Random(1))) == 2  # 512 MiB of 200 MiB outputs
+
+
+def test_the_runners_batch_draws_each_calls_inputs_just_before_the_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[tuple[str, int]] = []
+
+    def draw(problem: Any, shape: Any, seed: int) -> list[Any]:
+        events.append(("draw", seed))
+        return [torch.full((2,), float(seed))]
+
+    def model(x: torch.Tensor) -> torch.Tensor:
+        events.append(("call", int(x[0])))
+        return x * 2
+
+    monkeypatch.setattr(runner, "draw_on_device", draw)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    r = Runner({"timing": {}}, tmp_path, end=None)  # type: ignore[arg-type]  # no channel needed
+    r.outbox.mkdir()
+    r.wall_model, r.wall_shape, r.wall_like = model, {}, torch.zeros(2)
+    reply = r.run_wall({"noop": False, "seed": 10, "count": 3})
+    assert events == [("draw", 10), ("call", 10), ("draw", 11), ("call", 11), ("draw", 12), ("call", 12)]
+    assert reply["checksum"] == 48.0  # the last output, 2 x 12, twice
+    r.save_wall({"keep": True, "indices": [], "release": False})  # the fastest so far: kept
+    events.clear()
+    assert r.run_wall({"noop": True, "seed": 20, "count": 2})["checksum"] == 0.0
+    assert events == [("draw", 20), ("draw", 21)]
+    r.run_wall({"noop": False, "seed": 30, "count": 3})
+    saved = r.save_wall({"keep": False, "indices": [2, 0], "release": True})["kept"]  # this one was slower
+    assert [i for i, _ in saved] == [2, 0] and r.wall_kept == [] and r.wall_held == []
+    assert (tmp_path / "out" / saved[0][1]["file"]).read_bytes() == torch.full((2,), 24.0).numpy().tobytes()

@@ -1,4 +1,5 @@
-"""What an evaluation shows: results.json, the per-category chart, the speedup plot, the console table.
+"""What an evaluation shows: results.json, the per-category chart, the speedup plot, the console table,
+and the names its files and figures go under in the MLflow run.
 
 The console table is laid out for an 80-column terminal: one row per group (all, then each
 category), short column names with a legend, and `-` wherever a figure does not apply.
@@ -6,7 +7,9 @@ category), short column names with a legend, and `-` wherever a figure does not 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,10 @@ from kernelwright.evaluation.metrics import FAST_P_GRID, GroupFigures, SuiteFigu
 from kernelwright.evaluation.plots import category_groups, speedup_distribution
 
 NOT_APPLICABLE = "-"
+ARTIFACT_DIR = "evaluate"  # the results folder's place among the run's artifacts
+NOT_APPLICABLE_FILE = f"{ARTIFACT_DIR}/not_applicable.json"  # every figure that does not apply, with its reason
+EXTERNAL_CANDIDATES = f"{ARTIFACT_DIR}/candidates"  # candidate files read from outside the results folder
+TAG_CHARS = 500
 # (figure, column header, format): headers at most 8 characters so 9 columns fit in 80
 GPU_COLUMNS = (("samples", "n", "{:.0f}"), ("compile_rate", "compile", "{:.2f}"), ("fast_0", "fast_0", "{:.2f}"),
                ("fast_1", "fast_1", "{:.2f}"), ("own.fast_1", "own_1", "{:.2f}"),
@@ -64,3 +71,33 @@ def results_table(figures: SuiteFigures, gpu: bool, no_gpu_reason: str = "") -> 
     for name, group in {"all": figures.overall, **figures.categories}.items():
         table.add_row(name, *[cell(group, figure, fmt) for figure, _, fmt in columns])
     return table
+
+
+def not_applicable_note(not_applicable: Mapping[str, str]) -> str:
+    """One line for all the figures that do not apply: how many, where they are listed, and each
+    reason with its count ('' when every figure applies)."""
+    if not not_applicable:
+        return ""
+    reasons = Counter(not_applicable.values()).most_common()
+    line = f"{len(not_applicable)} figures ({NOT_APPLICABLE_FILE}): " + "; ".join(
+        reason if len(reasons) == 1 else f"{reason} ({n})" for reason, n in reasons)
+    return line if len(line) <= TAG_CHARS else line[: TAG_CHARS - 3] + "..."
+
+
+def _absolute(path: str | Path) -> Path:
+    return Path(os.path.abspath(path))  # no symlink resolution: a linked file keeps its place in the folder
+
+
+def inside(path: str | Path, folder: Path) -> bool:
+    return _absolute(path).is_relative_to(_absolute(folder))
+
+
+def candidate_artifact(candidate: str, out: Path, generations: Path) -> str:
+    """Where a candidate file is among the run's artifacts ('' for a missing one): under `evaluate/`
+    when it lies in the results folder `out` (logged whole), else under `evaluate/candidates/` by
+    its path in the generations folder."""
+    if not candidate:
+        return ""
+    if inside(candidate, out):
+        return f"{ARTIFACT_DIR}/{_absolute(candidate).relative_to(_absolute(out)).as_posix()}"
+    return f"{EXTERNAL_CANDIDATES}/{_absolute(candidate).relative_to(_absolute(generations)).as_posix()}"

@@ -27,11 +27,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import mlflow
@@ -45,7 +47,16 @@ from kernelwright.evaluation.checking import Row, Verifier, check_candidates
 from kernelwright.evaluation.gate import GateDecision
 from kernelwright.evaluation.metrics import GroupFigures, SuiteFigures, suite_figures
 from kernelwright.evaluation.registry import EXTERNAL_SAMPLING, record_and_gate, sampling_scope
-from kernelwright.evaluation.report import write_report
+from kernelwright.evaluation.report import (
+    ARTIFACT_DIR,
+    EXTERNAL_CANDIDATES,
+    NOT_APPLICABLE_FILE,
+    TAG_CHARS,
+    candidate_artifact,
+    inside,
+    not_applicable_note,
+    write_report,
+)
 from kernelwright.generation import HFBackend
 from kernelwright.models import ModelRef, load_model, resolve_ref
 from kernelwright.prompting import prompt_messages
@@ -315,7 +326,7 @@ def evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
                             check_s=round(checked - generated, 2))
     write_report(plan.out, result_json(cfg, result) | {"generation": record}, figures, rows, gpu)
     if mlflow.active_run() is not None:
-        _log(cfg, plan.out, result, ref)
+        _log(cfg, plan, result, ref)
     return result
 
 
@@ -329,26 +340,42 @@ def result_json(cfg: EvaluateConfig, result: EvaluateResult) -> dict[str, Any]:
     }
 
 
-def _table(rows: list[Row]) -> dict[str, list[Any]]:
-    flat = [r.flat() for r in rows]
+def _table(rows: list[Row], out: Path, generations: Path) -> dict[str, list[Any]]:
+    """The per-problem table, each candidate named by its place among the run's artifacts."""
+    flat = [r.flat() | {"candidate": candidate_artifact(r.candidate, out, generations)} for r in rows]
     return {k: [f[k] for f in flat] for k in (flat[0] if flat else {})}
+
+
+def _log_external_candidates(rows: list[Row], out: Path, generations: Path) -> None:
+    """Candidate files from outside the results folder, under `evaluate/candidates/` (the table points there)."""
+    files = [r.candidate for r in rows if r.candidate and not inside(r.candidate, out)]
+    if not files:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in files:
+            dest = Path(tmp, PurePosixPath(candidate_artifact(f, out, generations)).relative_to(EXTERNAL_CANDIDATES))
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, dest)
+        mlflow.log_artifacts(tmp, artifact_path=EXTERNAL_CANDIDATES)
 
 
 def _log_config(cfg: EvaluateConfig, model_uri: str) -> None:
     mlflow.log_params({**config_to_params(cfg, "evaluate."), "evaluate.model_uri": model_uri})
 
 
-def _log(cfg: EvaluateConfig, out: Path, result: EvaluateResult, ref: ModelRef | None) -> None:
+def _log(cfg: EvaluateConfig, plan: EvaluationPlan, result: EvaluateResult, ref: ModelRef | None) -> None:
     _log_config(cfg, ref.uri if ref else "")
     mlflow.log_metrics({f"evaluate.{k}": v for k, v in result.metrics.items()}
                        | {"evaluate.generate_s": result.generate_s, "evaluate.check_s": result.check_s})
-    mlflow.log_dict(result.figures.flat_not_applicable(), "evaluate/not_applicable.json")
+    not_applicable = result.figures.flat_not_applicable()
+    mlflow.log_dict(not_applicable, NOT_APPLICABLE_FILE)
+    note = not_applicable_note(not_applicable)
     mlflow.set_tags({"gpu_verified": str(result.gpu_verified).lower(),
                      "gpu_reason": "" if result.gpu_verified else result.gpu_reason,
                      "gate.promoted": str(bool(result.gate and result.gate.promote)).lower(),
-                     "gate.note": result.gate_note[:500],
-                     **{f"not_applicable.{k}": v for k, v in result.figures.overall.not_applicable.items()}})
+                     "gate.note": result.gate_note[:TAG_CHARS], **({"not_applicable": note} if note else {})})
     if ref is not None and ref.version is not None:
         mlflow.set_tags({"model.name": ref.name or "", "model.version": ref.version})
-    mlflow.log_table(_table(result.rows), artifact_file="evaluate/per_problem.json")
-    mlflow.log_artifacts(str(out), artifact_path="evaluate")
+    mlflow.log_table(_table(result.rows, plan.out, plan.generations), artifact_file=f"{ARTIFACT_DIR}/per_problem.json")
+    _log_external_candidates(result.rows, plan.out, plan.generations)
+    mlflow.log_artifacts(str(plan.out), artifact_path=ARTIFACT_DIR)

@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 from types import ModuleType
 
+from kernelwright.verifier.admission import Ledger, estimate_bytes, read_peak, reference_peak, write_peak
 from kernelwright.verifier.channel import ChannelBroken, RunnerGone
 from kernelwright.verifier.isolation import Rejected, classify_failure, import_file
-from kernelwright.verifier.judge_checks import check_not_decoy, check_shape, outcome_of_death
+from kernelwright.verifier.judge_checks import Checked, check_not_decoy, check_shape, outcome_of_death
 from kernelwright.verifier.judge_process import RUNNER_REASONS, started_runner
 from kernelwright.verifier.judge_timing import Link, RunnerRejected, time_shape
 from kernelwright.verifier.profiling import candidate_kernel_names
@@ -43,23 +44,38 @@ def verify(spec: Spec, progress: Progress, link: Link, problem: ModuleType) -> V
     loaded = link.ask("load")
     compile_s = float(loaded.get("compile_s", 0.0)) if isinstance(loaded.get("compile_s"), int | float) else 0.0
     progress.write(phase="correctness", compile_s=compile_s, build=str(loaded.get("build", ""))[:80])
+    ledger = _ledger(spec)
+    if ledger is not None and read_peak(spec.build_cache, spec.problem) is None:
+        _measure_peak(spec, problem, shapes, ledger)
     with torch.no_grad():
         checked = [check_shape(problem, s, spec, link, spec.seeds) for s in shapes]
         if spec.decoy_check:
             check_not_decoy(problem, shapes[0], spec, link, checked[0])
+    off_the_gpu(checked)
     results = [ShapeResult(shape=s, correct=True, max_abs_err=c.worst, tolerance_rule=c.rules)
                for s, c in zip(shapes, checked, strict=True)]
+    contention: list[str] = []
     if spec.timing:
         names = sorted(candidate_kernel_names(Path(spec.candidate)))
-        results = [time_shape(problem, s, spec, link, c, r, progress, names)
-                   for s, c, r in zip(shapes, checked, refs, strict=True)]
+        results = []
+        for s, c, cache in zip(shapes, checked, refs, strict=True):
+            before = ledger.others(spec.ledger_token) if ledger is not None else 0
+            c.ref_model.cuda()
+            results.append(time_shape(problem, s, spec, link, c, cache, progress, names))
+            c.ref_model.cpu()
+            crowd = max(before, ledger.others(spec.ledger_token) if ledger is not None else 0)
+            if crowd:
+                contention.append(f"shape {json.dumps(s)}: timed and profiled while {crowd} other candidate(s) "
+                                  "held the GPU (their correctness runs share it; their timing does not)")
         for r, c in zip(results, checked, strict=True):
             r.max_abs_err, r.tolerance_rule = c.worst, c.rules
             r.roofline_share = roofline(problem, r.shape, dtype, r.runtime_ms or 0.0, spec)
         low = [r for r in results if (r.custom_kernel_time_share or 0.0) < spec.min_custom_share]
         if low:
+            spread = low[0].custom_kernel_time_share_spread
             raise Rejected("fallback_runtime", f"only {low[0].custom_kernel_time_share:.0%} of GPU time in the "
-                                               f"candidate's kernels on shape {low[0].shape}")
+                                               f"candidate's kernels on shape {low[0].shape}" +
+                           (f" (median of passes spread over {spread:.3f})" if spread is not None else ""))
         progress.write(phase="recheck")
         with torch.no_grad():
             for s in shapes:  # class 6: fresh inputs after timing
@@ -67,7 +83,33 @@ def verify(spec: Spec, progress: Progress, link: Link, problem: ModuleType) -> V
     finished = link.ask("finish")
     if isinstance(finished.get("build"), str) and finished["build"]:
         progress.write(build=finished["build"][:80])  # a lazily built extension is built by now
-    return summarise(results, compile_s)
+    verdict = summarise(results, compile_s)
+    verdict.contention = contention
+    return verdict
+
+
+def _ledger(spec: Spec) -> Ledger | None:
+    return Ledger(Path(spec.gpu_ledger)) if spec.gpu_ledger else None
+
+
+def _measure_peak(spec: Spec, problem: ModuleType, shapes: list[dict], ledger: Ledger) -> None:
+    """The reference's peak, measured once per problem and cached; this candidate's hold corrected."""
+    peak = reference_peak(problem, shapes, spec.seeds[0])
+    write_peak(spec.build_cache, spec.problem, peak)
+    if spec.ledger_token:
+        ledger.update(spec.ledger_token, estimate_bytes(peak))
+
+
+def off_the_gpu(checked: list[Checked]) -> None:
+    """After the correctness draws: the float64 twins let go (only the decoy check used them) and the
+    reference models moved to the host (each comes back for its shape's timing); the memory
+    returned to the GPU for other candidates."""
+    import torch
+
+    for c in checked:
+        c.twin = None
+        c.ref_model.cpu()
+    torch.cuda.empty_cache()
 
 
 def judged(spec: Spec, progress: Progress) -> Verdict:

@@ -31,6 +31,7 @@ from kernelwright.cuda.pch import header_built_alongside
 from kernelwright.cuda.static_checks import StaticReport, check_source
 from kernelwright.cuda.torch_calls import scan_candidate
 from kernelwright.errors import NoCudaDevice, UsageError
+from kernelwright.verifier.admission import GpuMemory, Ledger, estimate_bytes, host_gpu_ledger, read_peak
 from kernelwright.verifier.forkserver import ForkServer, Spawned, SpawnRefused, started_server
 from kernelwright.verifier.problems import parse_problem_source
 from kernelwright.verifier.runner_uid import dedicated_user
@@ -76,6 +77,10 @@ class VerifyConfig:
     ref_timing_cache: bool = field(default=True, metadata={
         "help": "Reuse reference timings of the same problem, shape, GPU and torch (kept in the build cache); "
                 "off: time the reference for every candidate."})
+    timer_bound: bool = field(default=True, metadata={
+        "help": "Hold the candidate's timer to the judge's own clock: below what it allows on every attempt is "
+                "timing_inconsistent, and no speedup exceeds what it supports. Off only to calibrate the bound "
+                "(bench/timer_bound_calibration.py): the timer's figures are then reported unchecked."})
 
 
 def _default_cache() -> str:
@@ -168,9 +173,36 @@ def _death_verdict(returncode: int, state: dict) -> Verdict:
 
 
 def run_worker(spec: Spec, timeout_s: float, host_memory_gb: float = 0.0,
-               server: ForkServer | None = None) -> Verdict:
-    """Run one judge (forked by `server` when given); a hang, crash, early exit or host-memory
-    overrun becomes the verdict."""
+               server: ForkServer | None = None, memory: GpuMemory | None = None) -> Verdict:
+    """Run one judge (forked by `server` when given) once the GPU-memory ledger the spec names admits
+    it (admission.py; `memory`: the GPU's, NVML's by default); a hang, crash, early exit or
+    host-memory overrun becomes the verdict. A GPU out-of-memory while other candidates held GPU
+    memory is verified again alone, and the verdict says so."""
+    if not spec.gpu_ledger:
+        return _judge_once(spec, timeout_s, host_memory_gb, server)[0]
+    ledger = Ledger(Path(spec.gpu_ledger), memory)
+    estimate = estimate_bytes(read_peak(spec.build_cache, spec.problem))
+    started = time.perf_counter()
+    with ledger.admitted(estimate) as hold:
+        waited = time.perf_counter() - started
+        spec.ledger_token = hold.token
+        verdict, outcome = _judge_once(spec, timeout_s, host_memory_gb, server)
+    crowded = hold.others
+    if verdict.reason == "out_of_memory" and outcome != "host_memory" and crowded > 0:
+        started = time.perf_counter()
+        with ledger.admitted(estimate_bytes(read_peak(spec.build_cache, spec.problem)), alone=True) as hold:
+            waited += time.perf_counter() - started
+            spec.ledger_token = hold.token
+            verdict, _ = _judge_once(spec, timeout_s, host_memory_gb, server)
+        verdict.contention.insert(0, f"out_of_memory while {crowded} other candidate(s) held GPU memory "
+                                     "(admitted by estimate): verified again alone")
+    verdict.phase_s["gpu_wait"] = waited
+    return verdict
+
+
+def _judge_once(spec: Spec, timeout_s: float, host_memory_gb: float,
+                server: ForkServer | None) -> tuple[Verdict, str]:
+    """One judge's verdict, and how its watch ended (`host_memory`: the host's memory, not the GPU's)."""
     with tempfile.TemporaryDirectory(prefix="kw_verify_") as tmp, \
             tempfile.TemporaryFile(prefix="kw_judge_err_") as err_file:
         spec_path = Path(tmp) / "spec.json"
@@ -189,7 +221,7 @@ def run_worker(spec: Spec, timeout_s: float, host_memory_gb: float = 0.0,
         phases = verdict.phase_s or state.get("phase_s", {})
         verdict.phase_s = {**_numbers(phases), "worker_wall": time.perf_counter() - started}
         verdict.judge_version, verdict.seeds, verdict.timing_seed = JUDGE_VERSION, list(spec.seeds), spec.timing_seed
-        return with_warnings(verdict, _candidate_warnings(spec.candidate))
+        return with_warnings(verdict, _candidate_warnings(spec.candidate)), outcome
 
 
 def _start_judge(spec_path: Path, err: IO[bytes], server: ForkServer | None) -> subprocess.Popen | Spawned:
@@ -252,6 +284,7 @@ def make_spec(cfg: VerifyConfig, lock: str | None = None, pch_lock: str | None =
                 timing_budget_s=cfg.timing_budget_s, ref_timing_cache=cfg.ref_timing_cache,
                 split_build=cfg.split_build, timing_lock=lock, pch_lock=pch_lock,
                 profiler_warm_up=cfg.profiler_warm_up, min_custom_share=cfg.min_custom_share,
+                timer_bound=cfg.timer_bound, gpu_ledger=host_gpu_ledger(),
                 timing_seed=10_000 + secrets.randbelow(2**30),  # the candidate cannot know its timed inputs
                 runner_user=list(dedicated_user(user)) if (user := runner_user()) is not None else None)
 

@@ -93,3 +93,54 @@ def test_what_timing_may_not_change_fails_the_calibrated_rule(cheat: str) -> Non
            "nan": lambda: ref.clone().index_fill_(0, torch.tensor([3]), float("nan")),
            "one_element": lambda: ref.clone().index_put_((torch.tensor([7]), torch.tensor([9])), torch.tensor(1e4))}
     assert not judge_timed(out[cheat](), ref, bound).ok
+
+
+class _RefModel:
+    def __init__(self, moves: list[str]) -> None:
+        self.moves = moves
+
+    def cuda(self) -> _RefModel:
+        self.moves.append("cuda")
+        return self
+
+    def cpu(self) -> _RefModel:
+        self.moves.append("cpu")
+        return self
+
+
+def test_a_verdict_says_which_figures_were_taken_beside_other_candidates(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Each shape timed while another candidate held the GPU has its line in `contention`; after the
+    correctness draws the float64 twin is let go and the reference waits on the host until its timing."""
+    from kernelwright.verifier.admission import Ledger
+    from kernelwright.verifier.isolation import import_file
+    from kernelwright.verifier.verdict import ShapeResult
+
+    moves: list[str] = []
+    checked = SimpleNamespace(worst=0.0, rules="fp64_relative", ref_model=_RefModel(moves), twin=object(), call={},
+                              timed_bound=TimedBound())
+    monkeypatch.setattr(judge, "check_shape", lambda *a: checked)
+    monkeypatch.setattr(judge, "check_not_decoy", lambda *a: None)
+    monkeypatch.setattr(judge, "candidate_kernel_names", lambda path: set())
+    monkeypatch.setattr(judge, "read_peak", lambda *a: 1 << 20)  # measured by an earlier judge
+
+    def time_shape(problem: Any, shape: dict, *_a: Any) -> ShapeResult:
+        moves.append("timed")
+        return ShapeResult(shape=shape, correct=True, runtime_ms=1.0, ref_runtime_ms=2.0, speedup=2.0,
+                           custom_kernel_time_share=0.9)
+
+    monkeypatch.setattr(judge, "time_shape", time_shape)
+    ledger = Ledger(tmp_path / "ledger.json", memory=lambda: None)
+    spec = Spec(problem=str(PROBLEM), candidate="c.py", result=str(tmp_path / "r.json"), gpu_ledger=str(ledger.path))
+    problem = import_file(PROBLEM, "kw_problem_contention")
+    link = SimpleNamespace(ask=lambda op, **f: {})
+    with ledger.admitted(1 << 30) as own:
+        spec.ledger_token = own.token
+        alone = judge.verify(spec, Progress(tmp_path / "r.json"), link, problem)  # type: ignore[arg-type]
+        assert alone.correct and alone.contention == [] and checked.twin is None
+        shapes = len(problem.SHAPES)  # the same reference stands in for each shape's
+        assert moves[:shapes + 3] == ["cpu"] * shapes + ["cuda", "timed", "cpu"]  # on the host until timed
+        with ledger.admitted(1 << 30):  # another candidate on the GPU
+            crowded = judge.verify(spec, Progress(tmp_path / "r.json"), link, problem)  # type: ignore[arg-type]
+    assert crowded.correct and len(crowded.contention) == shapes
+    assert all("1 other candidate(s)" in line for line in crowded.contention)

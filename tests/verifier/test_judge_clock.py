@@ -99,7 +99,8 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
 
 
 def _target() -> ClockTarget:
-    return ClockTarget(SimpleNamespace(), {}, _Ref(), TimedBound(1e-7, 1e-6), {"shape": [4], "dtype": "float32"}, 16)
+    return ClockTarget(SimpleNamespace(), {}, _Ref(), TimedBound(1e-7, 1e-6),  # type: ignore[arg-type]
+                       {"shape": [4], "dtype": "float32"}, 16)
 
 
 def _link(fake: FakeRunner) -> Any:

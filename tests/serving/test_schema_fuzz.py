@@ -42,3 +42,32 @@ def _fake_compile(monkeypatch: pytest.MonkeyPatch) -> None:
 @settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 def test_the_api_keeps_to_its_schema(case) -> None:  # type: ignore[no-untyped-def]
     case.call_and_validate(headers={"Authorization": f"Bearer {KEY}"}, excluded_checks=SEMANTIC)
+
+
+DEEP = 3_000  # levels: past what a JSON decoder's stack holds, in a body under CFG's max_body_bytes
+
+
+def _deep_bodies() -> list[tuple[str, str, bytes]]:
+    """Per operation with a JSON body: the whole body nested deep (arrays, objects), then each field of it."""
+    raw = schema.raw_schema
+    cases = []
+    for path, methods in raw["paths"].items():
+        for method, spec in methods.items():
+            body = spec.get("requestBody", {}).get("content", {}).get("application/json")
+            if body is None:
+                continue
+            cases += [(path, method, b"[" * DEEP + b"]" * DEEP), (path, method, b'{"a":' * DEEP + b"0" + b"}" * DEEP)]
+            fields = raw["components"]["schemas"][body["schema"]["$ref"].rsplit("/", 1)[-1]]["properties"]
+            cases += [(path, method, b'{"%s": %s}' % (name.encode(), b"[" * DEEP + b"]" * DEEP)) for name in fields]
+            if "messages" in fields:
+                nested = b'{"c":' * DEEP + b"0" + b"}" * DEEP
+                cases.append((path, method, b'{"messages": [{"role": "user", "content": %s}]}' % nested))
+    return cases
+
+
+@pytest.mark.parametrize(("path", "method", "body"), _deep_bodies(),
+                         ids=lambda v: v[:24].decode() if isinstance(v, bytes) else v)
+def test_deeply_nested_bodies_are_rejected_by_the_schema_checks(path: str, method: str, body: bytes) -> None:
+    case = schema[path][method.upper()].Case(body=body, media_type="application/json")
+    response = case.call_and_validate(headers={"Authorization": f"Bearer {KEY}"}, excluded_checks=SEMANTIC)
+    assert response.status_code == 400 and "nested" in response.json()["error"]["message"]

@@ -53,6 +53,7 @@ from kernelwright.verifier.timing import (
     bounded_speedup,
     calls_per_batch,
     check_consistent,
+    checksum,
     disturbed,
     draw_on_device,
     fresh_sets,
@@ -134,20 +135,25 @@ class CandidateTiming:
 
 
 def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget) -> WallEstimate:
-    """One call's time on the judge's clock: batches of calls in the runner (each call's inputs drawn
-    just before it), grown until one lasts WALL_TARGET_MS; the fastest of WALL_BATCHES, less the cost
-    per call of a no-op batch through the same path (drawing the same inputs), which may not exceed
-    the judge's own cost of those draws (times DRAW_SLACK) plus the channel's. The outputs of the
-    fastest batch are checked: the last call's against the sum the batch reported at its end, it and
-    others chosen after the batches against the reference."""
+    """One call's time on the judge's clock: batches of calls in the runner, each call's inputs drawn
+    just before it and its output summed on the host before the next (so each call ends when its
+    output is written), grown until a batch lasts WALL_TARGET_MS; the fastest of WALL_BATCHES, less
+    the cost per call of a no-op batch through the same path (the same draws and sums), which may
+    not exceed the judge's own cost of those draws and sums (times DRAW_SLACK) plus the channel's.
+    Outputs of the fastest batch, chosen after every batch ran, are checked: each against the sum
+    the runner reported for it and against the reference."""
     link.ask("prepare_wall", **call, like=target.like)
     bases = itertools.count(seed, WALL_MAX_CALLS)
 
-    def batch(noop: bool, calls: int) -> tuple[float, int, Any]:
+    def batch(noop: bool, calls: int) -> tuple[float, int, list[Any]]:
         base = next(bases)
         start = time.perf_counter()
         reply = link.ask("run_wall", noop=noop, seed=base, count=calls)
-        return 1e3 * (time.perf_counter() - start), base, reply.get("checksum")
+        elapsed = 1e3 * (time.perf_counter() - start)
+        sums = field(reply, "checksums", list)
+        if len(sums) != calls:
+            raise ChannelBroken(f"{len(sums)} sums for a batch of {calls} calls")
+        return elapsed, base, sums
 
     calls = min(WALL_FIRST_CALLS, calls_per_batch(0.0, target.output_bytes, 1))
     while True:  # grow the batch until it lasts WALL_TARGET_MS (or holds all it may)
@@ -157,33 +163,34 @@ def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget
         if ms >= WALL_TARGET_MS or grown <= calls:
             break
         calls = grown
-    best, best_base, claimed, noops = math.inf, 0, None, []
+    best, best_base, claimed, noops = math.inf, 0, list[Any](), []
     for _ in range(WALL_BATCHES):
         noops.append(batch(True, calls)[0])
-        ms, base, total = batch(False, calls)
+        ms, base, sums = batch(False, calls)
         faster = ms < best
         if faster:
-            best, best_base, claimed = ms, base, total
+            best, best_base, claimed = ms, base, sums
         link.ask("save_wall", keep=faster, indices=[], release=False)
-    _check_fastest(link, target, calls, best_base, claimed)
+    _check_fastest(link, target, best_base, claimed)
     empty = min(batch(True, 0)[0] for _ in range(3))
-    draw = draw_ms(target.problem, target.shape, next(bases), calls)
+    draw = draw_ms(target, next(bases), calls)
     overhead = min(min(noops) / calls, DRAW_SLACK * draw + empty / calls)
     return WallEstimate(max(best / calls - overhead, 0.0), calls, best, overhead, draw)
 
 
-def draw_ms(problem: ModuleType, shape: dict[str, Any], seed: int, calls: int) -> float:
-    """The judge's own cost (ms per call) of drawing `calls` calls' inputs one after another, as a
-    batch in the runner does: the fastest of 3 synchronised rounds."""
+def draw_ms(target: ClockTarget, seed: int, calls: int) -> float:
+    """The judge's own cost (ms per call) of what a no-op batch does per call: draw the call's
+    inputs, then sum a tensor like its output on the host; the fastest of 3 rounds of `calls`."""
     import torch
 
+    like = torch.zeros(target.like["shape"], dtype=getattr(torch, target.like["dtype"]), device="cuda")
     best = math.inf
     for k in range(3):
         torch.cuda.synchronize()
         start = time.perf_counter()
         for i in range(calls):
-            draw_on_device(problem, shape, seed + k * calls + i)
-        torch.cuda.synchronize()
+            draw_on_device(target.problem, target.shape, seed + k * calls + i)
+            checksum(like)
         best = min(best, 1e3 * (time.perf_counter() - start) / max(calls, 1))
     return best
 
@@ -195,18 +202,20 @@ def checked_indices(calls: int, output_bytes: int, rng: random.Random) -> list[i
     return [calls - 1, *sorted(rng.sample(range(calls - 1), n - 1))]
 
 
-def _check_fastest(link: Link, target: ClockTarget, calls: int, base: int, claimed: Any) -> None:
-    """The fastest batch's outputs: the last one must be what the batch summed at its end (else its
-    work went on after the batch said it ended), and every one checked must be right."""
-    indices = checked_indices(calls, target.output_bytes, random.SystemRandom())
+def _check_fastest(link: Link, target: ClockTarget, base: int, claimed: list[Any]) -> None:
+    """The checked outputs of the fastest batch: each must be what the runner summed right after its
+    call (else the call's work went on after it said it ended), and right."""
+    indices = checked_indices(len(claimed), target.output_bytes, random.SystemRandom())
     reply = link.ask("save_wall", keep=False, indices=indices, release=True)
     entries = field(reply, "kept", list)
     if [e[0] if isinstance(e, list) and len(e) == 2 else None for e in entries] != indices:
         raise ChannelBroken(f"the outputs of calls {indices} of the fastest batch, asked for, were not sent")
     kept = [(i, load_output(header, link.outbox, "cpu")) for i, header in entries]
-    if not same_checksum(claimed, kept[0][1]):
-        raise Rejected("timing_inconsistent", "the last output of a batch on the judge's clock differs from what "
-                                              "the batch reported at its end: its work went on after the batch ended")
+    for i, out in kept:
+        if not same_checksum(claimed[i], out):
+            raise Rejected("timing_inconsistent", f"call {i + 1} of a batch on the judge's clock returned before "
+                                                  "its output was written: the output saved later differs from the "
+                                                  "one summed right after the call")
     check_timed(target.problem, target.shape, target.ref_model, base, kept, target.bound,
                 lambda i: f"call {i + 1} of a batch on the judge's clock")
 

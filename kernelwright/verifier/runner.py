@@ -15,7 +15,7 @@ network before it imports the candidate. Then it answers requests on the channel
 | call | draws the inputs of (shape, seed, distribution), runs ModelNew `repeat` times (`skip_own`: decoy) | outputs |
 | time | times ModelNew on fresh inputs from the judge's seed (timer.py), keeps the outputs | median_ms, kept |
 | prepare_wall | the model the judge's clock times, and a buffer like its output | - |
-| run_wall | calls the judge times on its own clock (or no-ops), each drawing its inputs, outputs held | checksum |
+| run_wall | calls the judge times on its own clock (or no-ops), each drawing its inputs, outputs held | checksums |
 | save_wall | keeps the last batch's outputs (`keep`: the fastest so far), saves those the judge names | kept |
 | share | the profiler's share of GPU time in the candidate's kernels, `passes` times | shares |
 | finish | the guard and the thread count, a last time | - |
@@ -149,22 +149,22 @@ class Runner:
 
     def run_wall(self, req: dict[str, Any]) -> dict[str, Any]:
         """`count` calls, each on the draw of seed + i made just before it (no call sees a later call's
-        inputs), their outputs held; then the device synchronised and the last output summed on the
-        host, so the batch ends when its last output is written. A no-op batch draws and sums alike."""
+        inputs), each output summed on the host before the next call (a call ends when its output is
+        written, whatever a synchronisation says) and held. A no-op batch draws and sums alike."""
         import torch
 
         noop, seed, count = bool(req["noop"]), int(req["seed"]), int(req["count"])
         self.wall_held = []
-        last = self.wall_like
+        sums = []
         torch.cuda.synchronize()
         with torch.no_grad():
             for i in range(count):
                 args = draw_on_device(self.problem, self.wall_shape, seed + i)
+                out = self.wall_like if noop else self.wall_model(*args)
+                sums.append(checksum(out))
                 if not noop:
-                    last = self.wall_model(*args)
-                    self.wall_held.append(last)
-        torch.cuda.synchronize()
-        return {"checksum": checksum(last)}
+                    self.wall_held.append(out)
+        return {"checksums": sums}
 
     def save_wall(self, req: dict[str, Any]) -> dict[str, Any]:
         """`keep`: the last batch's outputs replace those kept so far (else they are let go); then the

@@ -228,13 +228,16 @@ def disturbed(median: float, wall: float) -> bool:
 
 
 def checksum(out: Any) -> float | None:
-    """The sum of a tensor output's elements in float64 (NaN and inf as 0), as the runner reports it
-    after a batch and the judge recomputes it from the saved output; None for anything else."""
+    """The sum of a tensor output's elements in float64 (NaN and inf as 0), read on the host, so it
+    waits for the output to be written; the runner reports it for each call of a batch and the judge
+    recomputes it from the saved output. None for anything else."""
     import torch
 
     if type(out) is not torch.Tensor:
         return None
-    return float(out.detach().contiguous().double().nan_to_num(0.0, 0.0, 0.0).sum())
+    x = out.detach()
+    x = x.nan_to_num(0.0, 0.0, 0.0) if x.is_floating_point() else x.double()
+    return float(x.sum(dtype=torch.float64))
 
 
 def same_checksum(claimed: Any, out: Any) -> bool:
@@ -247,7 +250,8 @@ def same_checksum(claimed: Any, out: Any) -> bool:
         return own is None and claimed is None
     if not isinstance(claimed, int | float) or isinstance(claimed, bool):
         return False
-    scale = float(out.detach().double().nan_to_num(0.0, 0.0, 0.0).abs().sum()) if type(out) is torch.Tensor else 0.0
+    x = out.detach()
+    scale = float((x.nan_to_num(0.0, 0.0, 0.0) if x.is_floating_point() else x.double()).abs().sum(dtype=torch.float64))
     return abs(float(claimed) - own) <= 1e-6 * scale
 
 

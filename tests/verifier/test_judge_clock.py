@@ -33,8 +33,8 @@ def honest(seed: int) -> torch.Tensor:
 class FakeRunner:
     """The runner on the fake clock: a request's round trip costs `trip_ms`, each call's draw
     `draw_ms` and each call `call_ms` (ms). `noop_extra_ms`: a no-op batch made slower per call;
-    `lazy`: every call of a batch but the last returns zeros and costs nothing; `late`: the sum a
-    batch reports is not its last output's (work went on after the batch said it ended);
+    `lazy`: every call of a batch but the last returns zeros and costs nothing; `late`: the sums
+    it reports are not its outputs' (their work went on after the calls returned);
     `timer_ms`: what its timer reads, attempt by attempt."""
 
     def __init__(self, clock: FakeClock, call_ms: float, draw_ms: float = 0.03, trip_ms: float = 0.1,
@@ -64,12 +64,12 @@ class FakeRunner:
             n, seed = f["count"], f["seed"]
             if f["noop"]:
                 self._spend(n * (self.draw_ms + self.noop_extra_ms))
-                return {"checksum": 0.0}
+                return {"checksums": [0.0] * n}
             self.batches.append(n)
             outs = [torch.zeros(4) if self.lazy and i < n - 1 else honest(seed + i) for i in range(n)]
             self._spend(n * self.draw_ms + (1 if self.lazy else n) * self.call_ms)
             self.held = outs
-            return {"checksum": (checksum(outs[-1]) or 0.0) + (1.0 if self.late else 0.0)}
+            return {"checksums": [(checksum(out) or 0.0) + (1.0 if self.late else 0.0) for out in outs]}
         if op == "save_wall":
             if f["keep"]:
                 self.kept = self.held
@@ -94,7 +94,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     monkeypatch.setattr(judge_timing, "draw_on_device", lambda problem, shape, seed: [torch.full((4,), float(seed))])
     monkeypatch.setattr(judge_timing, "load_output", lambda header, outbox, device="cuda": header["tensor"])
     monkeypatch.setattr(judge_timing, "form_failure", lambda out, ref: None)  # CPU tensors here
-    monkeypatch.setattr(judge_timing, "draw_ms", lambda problem, shape, seed, calls: 0.03)  # the judge's own draws
+    monkeypatch.setattr(judge_timing, "draw_ms", lambda target, seed, calls: 0.03)  # the judge's own draws
     return fake
 
 
@@ -132,7 +132,7 @@ def test_lazy_calls_in_the_judges_batches_are_caught(clock: FakeClock) -> None:
     assert err.value.reason == "timed_output_mismatch" and "a batch on the judge's clock" in err.value.detail
 
 
-def test_a_batch_that_ends_before_its_last_output_is_written_is_inconsistent(clock: FakeClock) -> None:
+def test_a_call_that_returns_before_its_output_is_written_is_inconsistent(clock: FakeClock) -> None:
     fake = FakeRunner(clock, call_ms=0.3, late=True)
     with pytest.raises(Rejected) as err:
         judge_clock(_link(fake), {}, 5000, _target())
@@ -184,10 +184,10 @@ def test_the_runners_batch_draws_each_calls_inputs_just_before_the_call(
     r.wall_model, r.wall_shape, r.wall_like = model, {}, torch.zeros(2)
     reply = r.run_wall({"noop": False, "seed": 10, "count": 3})
     assert events == [("draw", 10), ("call", 10), ("draw", 11), ("call", 11), ("draw", 12), ("call", 12)]
-    assert reply["checksum"] == 48.0  # the last output, 2 x 12, twice
+    assert reply["checksums"] == [40.0, 44.0, 48.0]  # each output (2 x seed, twice) summed after its call
     r.save_wall({"keep": True, "indices": [], "release": False})  # the fastest so far: kept
     events.clear()
-    assert r.run_wall({"noop": True, "seed": 20, "count": 2})["checksum"] == 0.0
+    assert r.run_wall({"noop": True, "seed": 20, "count": 2})["checksums"] == [0.0, 0.0]
     assert events == [("draw", 20), ("draw", 21)]
     r.run_wall({"noop": False, "seed": 30, "count": 3})
     saved = r.save_wall({"keep": False, "indices": [2, 0], "release": True})["kept"]  # this one was slower

@@ -149,3 +149,14 @@ def test_a_disturbed_reference_is_not_cached(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.setattr(judge_timing, "measure", lambda *a, **k: timing.Measured(timing.Timed(0.01, []), 0.03, False))
     judge_timing.time_reference((object(), None), None, None, settings, None, ref)  # type: ignore[arg-type]
     assert timing.read_ref_cache(tmp_path / "ref.json").figures == (0.01, None)
+
+
+def test_an_outputs_sum_is_recognised_whatever_it_holds() -> None:
+    nan = torch.tensor([1.0, float("nan"), float("inf"), -2.0])
+    for out in (nan, torch.arange(6, dtype=torch.int32), torch.tensor([True, False, True]), 1e8 * torch.randn(1000)):
+        assert timing.same_checksum(timing.checksum(out), out)
+    assert timing.checksum(nan) == -1.0  # NaN and inf count as 0
+    big = 1e8 * torch.randn(1000)
+    assert not timing.same_checksum(timing.checksum(big) + 1e6, big)  # off by far more than rounding
+    assert not timing.same_checksum(True, torch.ones(1)) and not timing.same_checksum(None, torch.ones(1))
+    assert timing.same_checksum(None, object()) and not timing.same_checksum(0.0, object())

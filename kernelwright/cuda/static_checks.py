@@ -8,7 +8,9 @@ One implementation, shared by curation (filters) and evaluation (`verify --stati
   the `RawKernel` object; only with `require_call=True`, which curation sets: verification sees
   the kernels run and judges the rest at run time). Names built from non-literal expressions are
   not held against a file;
-- `fallback_try_except`: `ModelNew` wraps work in try/except (the classic silent fallback);
+- `fallback_try_except`: a silent fallback: `ModelNew` wraps work in try/except; or, anywhere in the
+  file, a failed build is swallowed (try/except or `contextlib.suppress` around a build call or
+  anything that builds) or a missing build result selects another path (`build_fallbacks`);
 - `fallback_torch_op`: `ModelNew`'s methods call PyTorch compute ops (matmul, conv, F.*, ...)
   instead of the custom kernels. Allocation, views and dtype/device moves are allowed. (Python
   operators on tensors, `x * 2`, cannot be told apart statically: the profiler check catches them.)
@@ -21,6 +23,8 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+
+from kernelwright.cuda.build_fallbacks import build_fallbacks
 
 # Calls that only allocate, reshape or move data: allowed in ModelNew's Python code.
 ALLOWED_TORCH = frozenset({
@@ -195,19 +199,27 @@ def _built_names(tree: ast.Module) -> frozenset[str]:
     return frozenset(n for n in names if n)
 
 
+def _torch_compute(node: ast.Call, built: frozenset[str]) -> str | None:
+    """The PyTorch compute `node` calls (e.g. "torch.matmul", ".sum()"), or None."""
+    name = _dotted(node.func)
+    head, _, attr = name.rpartition(".")
+    if head in TORCH_NAMESPACES or head.startswith(("torch.", "F.", "nn.functional")):
+        return name if attr not in ALLOWED_TORCH and not attr[:1].isupper() else None
+    return f".{attr}()" if head and attr in COMPUTE_METHODS and head not in built else None
+
+
 def _check_model_new(cls: ast.ClassDef, report: StaticReport, built: frozenset[str] = frozenset()) -> None:
     for node in _run_time_nodes(cls):
         if isinstance(node, ast.Try):
             report.flag("fallback_try_except", f"line {node.lineno}: try/except in ModelNew")
-        if not isinstance(node, ast.Call):
-            continue
-        name = _dotted(node.func)
-        head, _, attr = name.rpartition(".")
-        if head in TORCH_NAMESPACES or head.startswith(("torch.", "F.", "nn.functional")):
-            if attr not in ALLOWED_TORCH and not attr[:1].isupper():
-                _torch_op(report, node.lineno, name)
-        elif head and attr in COMPUTE_METHODS and head not in built:
-            _torch_op(report, node.lineno, f".{attr}()")
+        if isinstance(node, ast.Call) and (call := _torch_compute(node, built)) is not None:
+            _torch_op(report, node.lineno, call)
+
+
+def _check_build_fallbacks(tree: ast.Module, report: StaticReport) -> None:
+    built = _built_names(tree)
+    for found in build_fallbacks(tree, _build_calls(tree), lambda call: _torch_compute(call, built) is not None):
+        report.flag("fallback_try_except", found.detail)
 
 
 def _torch_op(report: StaticReport, line: int, call: str) -> None:
@@ -248,6 +260,7 @@ def check_source(source: str, require_call: bool = False) -> StaticReport:
         report.flag("no_model_new", "no class ModelNew")
     for cls in classes:
         _check_model_new(cls, report, _built_names(tree))
+    _check_build_fallbacks(tree, report)
     if require_call:
         _check_called(tree, report)
     return report

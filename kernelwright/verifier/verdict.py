@@ -11,7 +11,7 @@ Reason codes (one per cheat class of docs/verification.md and per failure kind):
 | syntax_error | rejected | the candidate is not valid Python |
 | no_model_new | rejected | no `ModelNew` class |
 | no_kernel | rejected | no `__global__` kernel built and launched |
-| fallback_try_except | rejected | class 1: try/except around the custom path |
+| fallback_try_except | rejected | class 1: try/except around the custom path or its build; a missing build's own path |
 | fallback_torch_op | rejected | class 1: PyTorch compute ops in ModelNew (a curation filter; `verify` warns) |
 | fallback_runtime | rejected | class 1: under 10% of GPU kernel time in the candidate's own kernels |
 | fallback_decoy | rejected | class 1: the output is still right with the candidate's own kernel launches skipped |

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kernelwright.errors import KernelwrightError, UsageError
+from kernelwright.tracking import ui_start_page
 from kernelwright.workdir import artifact_root, redacted, resolve_workdir
 
 
@@ -64,7 +65,8 @@ def run_mlflow_server(cfg: MlflowServerConfig, say: Callable[[str], None]) -> No
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
         raise KernelwrightError(f"`mlflow db upgrade {store}` failed: {redacted(last)}")
-    say(f"MLflow UI on http://{cfg.host}:{cfg.port} (store {store}, schema up to date)")
+    page = ui_start_page(f"http://{cfg.host}:{cfg.port}", upgrade[-1])  # opens as model training, not GenAI
+    say(f"MLflow UI on {page} (store {store}, schema up to date)")
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(server[0], server)  # the server in this process: a supervisor's SIGTERM reaches it, not an orphan

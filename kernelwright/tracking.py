@@ -1,4 +1,11 @@
-"""MLflow wiring: the `kernelwright` experiment, nested stage runs and the model registry."""
+"""MLflow wiring: the `kernelwright` experiment, nested stage runs and the model registry.
+
+Every experiment kernelwright creates is tagged `mlflow.experimentKind=custom_model_development`,
+so MLflow 3's UI shows it as a model-training experiment (runs, metrics, models) rather than a
+GenAI one (traces, evaluations). MLflow 3.17's UI decides that by its GenAI / Model training
+switch, kept per browser and GenAI until changed; a link carrying `workflowType=machine_learning`
+(`experiment_page_url`) opens the experiment as model training whatever the switch says.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import mlflow
+from mlflow.entities import Experiment
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from sqlalchemy.exc import SQLAlchemyError
@@ -17,6 +25,9 @@ from kernelwright.workdir import artifact_root, redacted, tracking_uri
 
 EXPERIMENT = "kernelwright"
 REGISTERED_MODEL = "kernelwright-coder"
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # how MLflow 3's UI shows an experiment
+MODEL_TRAINING = "custom_model_development"  # that tag's value for a model-training experiment
+ML_WORKFLOW = "workflowType=machine_learning"  # the UI's GenAI / Model training switch, as a link sets it
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +46,48 @@ def setup_tracking(workdir: Path, experiment: str = EXPERIMENT) -> str:
     except (MlflowException, SQLAlchemyError) as exc:  # an unknown scheme, a refused file store, no database
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise UsageError(f"MLflow tracking store {redacted(uri)} cannot be used: {redacted(first)}") from None
-    if exp is None:
-        location = artifact_root(workdir).as_uri() if uri.startswith("sqlite:") else None
-        exp_id = client.create_experiment(experiment, artifact_location=location)
-    else:
-        exp_id = exp.experiment_id
+    location = artifact_root(workdir).as_uri() if uri.startswith("sqlite:") else None
+    exp_id = _marked(client, exp) if exp else _created(client, experiment, location)
     mlflow.set_experiment(experiment_id=exp_id)
     return exp_id
+
+
+def ensure_experiment(client: MlflowClient, name: str, artifact_location: str | None = None) -> str:
+    """The id of experiment `name`, created if missing, marked as a model-training experiment (one
+    that already says what kind it is keeps its kind)."""
+    exp = client.get_experiment_by_name(name)
+    return _marked(client, exp) if exp else _created(client, name, artifact_location)
+
+
+def _created(client: MlflowClient, name: str, artifact_location: str | None) -> str:
+    return client.create_experiment(name, artifact_location=artifact_location,
+                                    tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING})
+
+
+def _marked(client: MlflowClient, exp: Experiment) -> str:
+    if EXPERIMENT_KIND_TAG not in exp.tags:  # made before kernelwright tagged its experiments
+        try:
+            client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING)
+        except MlflowException as exc:  # a store that lets this user log runs but not tag the experiment
+            log.warning("could not mark experiment %s as model training: %s", exp.name, exc.error_code)
+    return str(exp.experiment_id)
+
+
+def experiment_page_url(server: str, experiment_id: str | None) -> str:
+    """The MLflow UI page of the experiment's runs (of the experiment list when None), opened as
+    model training whatever the browser's GenAI / Model training switch says."""
+    page = f"experiments/{experiment_id}/runs" if experiment_id else "experiments"
+    return f"{server.rstrip('/')}/#/{page}?{ML_WORKFLOW}"
+
+
+def ui_start_page(server: str, store_uri: str, experiment: str = EXPERIMENT) -> str:
+    """`experiment_page_url` of `experiment` in the store behind `server`; the experiment list when
+    the store does not hold it (yet) or cannot be read here."""
+    try:
+        exp = MlflowClient(store_uri).get_experiment_by_name(experiment)
+    except (MlflowException, SQLAlchemyError):
+        exp = None
+    return experiment_page_url(server, exp.experiment_id if exp else None)
 
 
 @contextmanager

@@ -64,12 +64,12 @@ class RequestLog:
     def _client(self) -> Any:
         from mlflow import MlflowClient
 
+        from kernelwright.tracking import ensure_experiment
         from kernelwright.workdir import resolve_workdir, tracking_uri
 
         client = MlflowClient(tracking_uri(resolve_workdir(self.cfg.workdir), self.cfg.tracking_uri))
         if self.run_id is None:
-            exp = client.get_experiment_by_name(EXPERIMENT)
-            exp_id = exp.experiment_id if exp else client.create_experiment(EXPERIMENT)
+            exp_id = ensure_experiment(client, EXPERIMENT)  # a model-training experiment in MLflow's UI
             self.run_id = client.create_run(exp_id, run_name="serve", tags={"kernelwright.stage": "serve"}).info.run_id
         return client
 

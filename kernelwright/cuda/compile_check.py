@@ -10,7 +10,8 @@ machine without a GPU:
 1. sources: the `cpp_sources` / `cuda_sources` / `functions` of each `load_inline` call, read from
    the AST without running the candidate (`candidate_sources`);
 2. includes: every `#include` is checked against the system, CUDA and torch headers before
-   anything compiles (`include_policy`); a refusal fails both stages;
+   anything compiles (`include_policy`); a refusal fails the stage of the source it is in
+   (cuda_sources: device, cpp_sources: host), and nothing compiles;
 3. device stage: NVRTC of the device half of each CUDA source, in worker processes with a memory
    and CPU-time limit and a wall timeout (`compile_stages`, `compile_workers`);
 4. host stage: `g++ -fsyntax-only` of the host half of the CUDA sources, the cpp_sources and the
@@ -21,11 +22,17 @@ machine without a GPU:
 
 Statuses: `ok`, `failed` (including a compile stopped by a limit: the log says which),
 `unavailable` (NVRTC does not load here / no C++ compiler or host CUDA headers: never ok), and
-`skipped` (host stage turned off). `ok` on the result: both stages compiled.
+`skipped` (the stage did not run: its log says why, e.g. the host stage is turned off, or the
+candidate was refused before compiling). A candidate refused before compiling reports the stage
+its fault belongs to as `failed` with the reason (a Python source that does not parse, or holds no
+CUDA source: the device stage; function names unfit for the bindings: the host stage) and the
+other stage `skipped`. `ok` on the result: both stages compiled (the device stage alone when the
+host stage is turned off).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -48,6 +55,7 @@ from kernelwright.cuda.include_policy import refused_includes
 from kernelwright.cuda.nvrtc import include_dirs as nvrtc_include_dirs
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
+HOST_OFF = "the host stage is turned off (CompileCheckSettings.host)"
 __all__ = ["CompileCheckSettings", "CompileResult", "StageResult", "allowed_roots", "check_candidate",
            "check_many"]
 
@@ -63,26 +71,52 @@ def allowed_roots(settings: CompileCheckSettings) -> tuple[str, ...]:
     return tuple(dict.fromkeys(roots))
 
 
-def _named_sources(found: CandidateSources) -> list[tuple[str, str]]:
-    named: list[tuple[str, str]] = []
+def _named_sources(found: CandidateSources) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The candidate's (cuda_sources, cpp_sources), each source with its name in the logs."""
+    cuda: list[tuple[str, str]] = []
+    cpp: list[tuple[str, str]] = []
     first = 0
     for build in found.builds:
-        named += [(f"cuda_sources[{first + i}]", s) for i, s in enumerate(build.cuda)]
-        named += [(f"cpp_sources[{i}]", s) for i, s in enumerate(build.cpp)]
+        cuda += [(f"cuda_sources[{first + i}]", s) for i, s in enumerate(build.cuda)]
+        cpp += [(f"cpp_sources[{i}]", s) for i, s in enumerate(build.cpp)]
         first += len(build.cuda)
-    return named
+    return cuda, cpp
 
 
-def _refusal(found: CandidateSources, settings: CompileCheckSettings) -> str | None:
-    """The refusal log of a candidate that cannot be compiled (None: compile it)."""
+def _not_run(reason: str) -> StageResult:
+    return StageResult(SKIPPED, f"not run: {reason}")
+
+
+def _parses(py_source: str) -> bool:
+    try:
+        ast.parse(py_source)
+    except SyntaxError:
+        return False
+    return True
+
+
+def _refusal(py_source: str, found: CandidateSources,
+             settings: CompileCheckSettings) -> tuple[StageResult, StageResult] | None:
+    """(device, host) of a candidate refused before compiling, None to compile it: the stage the refusal
+    belongs to fails with its log, a stage that did not run is skipped with the reason."""
     if found.problem:
-        return found.problem
+        reason = "the Python source did not parse" if not _parses(py_source) else "no CUDA source was found"
+        return StageResult(FAILED, found.problem), _not_run(f"{reason} (see the device stage)")
     names = [f for b in found.builds for f in b.functions or []]
     bad = [f for f in names if not _IDENTIFIER.fullmatch(f)]
-    if bad:  # they are pasted into the generated bindings
-        return f"functions_refused: not C++ identifiers: {', '.join(repr(f[:60]) for f in bad)}"
-    refused = refused_includes(_named_sources(found), allowed_roots(settings))
-    return "\n".join(r.log_line() for r in refused) if refused else None
+    if bad:  # they are pasted into the generated bindings, host code
+        log = f"functions_refused: not C++ identifiers: {', '.join(repr(f[:60]) for f in bad)}"
+        return _not_run("the functions named for the bindings were refused (see the host stage)"), \
+            StageResult(FAILED, log)
+    cuda, cpp = _named_sources(found)
+    roots = allowed_roots(settings)
+    refused = [refused_includes(cuda, roots), refused_includes(cpp, roots)]
+    if not any(refused):
+        return None
+    logs = ["\n".join(r.log_line() for r in stage) for stage in refused]
+    device = StageResult(FAILED, logs[0]) if refused[0] else _not_run("an #include was refused (see the host stage)")
+    host = StageResult(FAILED, logs[1]) if refused[1] else _not_run("an #include was refused (see the device stage)")
+    return device, host
 
 
 def _combine(parts: list[StageResult]) -> StageResult:
@@ -107,25 +141,21 @@ def _stage_jobs(pool: ThreadPoolExecutor, found: CandidateSources,
     return device, host
 
 
-def _failed(found: CandidateSources, log: str) -> CompileResult:
-    return CompileResult(False, StageResult(FAILED, log), StageResult(FAILED, log), found.cuda)
-
-
 def check_many(sources: Sequence[str], settings: CompileCheckSettings | None = None) -> list[CompileResult]:
     """Compile-check several candidates (Python files), `settings.workers` compiles at a time."""
     settings = settings or CompileCheckSettings()
     found = [candidate_sources(s) for s in sources]
-    refusals = [_refusal(f, settings) for f in found]
+    refusals = [_refusal(s, f, settings) for s, f in zip(sources, found, strict=True)]
     with ThreadPoolExecutor(max_workers=max(1, settings.workers), thread_name_prefix="kw-compile") as pool:
         jobs = [None if r else _stage_jobs(pool, f, settings) for f, r in zip(found, refusals, strict=True)]
         results: list[CompileResult] = []
         for f, refusal, job in zip(found, refusals, jobs, strict=True):
-            if job is None:
-                results.append(_failed(f, refusal or ""))
-                continue
-            device = _combine([j.result() for j in job[0]])
-            host = _combine([j.result() for j in job[1]]) if settings.host else StageResult(SKIPPED)
-            results.append(CompileResult(combined_ok(device, host), device, host, f.cuda))
+            if refusal is not None:  # nothing compiled
+                results.append(CompileResult(False, *refusal, f.cuda))
+            elif job is not None:
+                device = _combine([j.result() for j in job[0]])
+                host = _combine([j.result() for j in job[1]]) if settings.host else _not_run(HOST_OFF)
+                results.append(CompileResult(combined_ok(device, host), device, host, f.cuda))
     return results
 
 

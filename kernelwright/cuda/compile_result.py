@@ -55,7 +55,7 @@ class CompileCheckSettings:
 
 @dataclass
 class StageResult:
-    status: str  # ok | failed | unavailable | skipped
+    status: str  # ok | failed | unavailable | skipped (did not run: the log says why)
     log: str = ""  # filtered compiler log (never text of files outside the candidate's sources)
     seconds: float = 0.0  # compile time (a cached result keeps the time of the compile that made it)
     cached: bool = False  # True: read from the result cache, nothing compiled

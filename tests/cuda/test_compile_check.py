@@ -94,6 +94,7 @@ def test_seed_sample_passes_device_stage(device_only: CompileCheckSettings) -> N
     results = check_many(DEVICE_SAMPLE, device_only)
     assert [(r.device.status, r.host.status) for r in results] == [("ok", "skipped")] * len(DEVICE_SAMPLE), \
         [r.device.log[:300] for r in results]
+    assert all(r.host.log == "not run: the host stage is turned off (CompileCheckSettings.host)" for r in results)
     assert all(r.ok and r.cuda_sources and r.device.seconds > 0 for r in results)
 
 
@@ -162,15 +163,45 @@ def test_include_injection_is_refused_before_compiling(name: str, device_only: C
     cuda = INJECTIONS[name] + "\n__global__ void k(float* x) { x[0] = 1.0f; }\n"
     before = dict(compile_workers.COMPILES)
     r = check_candidate(_candidate(cuda), device_only)
-    assert (r.ok, r.device.status, r.host.status) == (False, "failed", "failed")
+    assert (r.ok, r.device.status, r.host.status) == (False, "failed", "skipped")
     assert r.device.log.startswith("include_refused: cuda_sources[0]:"), r.device.log
+    assert r.host.log == "not run: an #include was refused (see the device stage)"
     assert "root:" not in r.device.log and dict(compile_workers.COMPILES) == before
+
+
+def test_a_refused_include_fails_the_stage_of_its_source(settings: CompileCheckSettings) -> None:
+    cuda = "__global__ void k(float* x) { x[0] = 1.0f; }\n"
+    before = dict(compile_workers.COMPILES)
+    cpp_only = check_candidate(_candidate(cuda, cpp=INJECTIONS["absolute"]), settings)
+    both = check_candidate(_candidate(INJECTIONS["dotdot"] + "\n" + cuda, cpp=INJECTIONS["absolute"]), settings)
+    assert (cpp_only.ok, cpp_only.device.status, cpp_only.host.status) == (False, "skipped", "failed")
+    assert cpp_only.host.log.startswith("include_refused: cpp_sources[0]:1:"), cpp_only.host.log
+    assert cpp_only.device.log == "not run: an #include was refused (see the host stage)"
+    assert (both.device.status, both.host.status) == ("failed", "failed")
+    assert "cuda_sources[0]" in both.device.log and "cpp_sources" not in both.device.log
+    assert "cpp_sources[0]" in both.host.log and "cuda_sources" not in both.host.log
+    assert dict(compile_workers.COMPILES) == before
 
 
 def test_function_names_are_not_pasted_into_the_bindings(device_only: CompileCheckSettings) -> None:
     cuda = "__global__ void k(float* x) { x[0] = 1.0f; }\n"
     r = check_candidate(_candidate(cuda, functions="['f\\n#include \"/etc/passwd\"\\n']"), device_only)
     assert (r.ok, r.host.status) == (False, "failed") and r.host.log.startswith("functions_refused:"), r.host.log
+    assert r.device.status == "skipped" and "functions named for the bindings were refused" in r.device.log
+
+
+@pytest.mark.parametrize(("source", "log", "reason"), [
+    (SEED.replace("class ModelNew(", "class ModelNew((", 1), "python_syntax: line ", "the Python source did not parse"),
+    ("import torch\nx = 1\n", "no_cuda_source: ", "no CUDA source was found"),
+])
+def test_a_candidate_refused_before_compiling_skips_the_stage_that_never_ran(source: str, log: str, reason: str,
+                                                                            settings: CompileCheckSettings) -> None:
+    before = dict(compile_workers.COMPILES)
+    r = check_candidate(source, settings)
+    assert (r.ok, r.device.status, r.host.status) == (False, "failed", "skipped")
+    assert r.device.log.startswith(log), r.device.log
+    assert r.host.log == f"not run: {reason} (see the device stage)" and r.host.seconds == 0
+    assert dict(compile_workers.COMPILES) == before
 
 
 def test_refusal_names_the_include_and_reason(settings: CompileCheckSettings) -> None:

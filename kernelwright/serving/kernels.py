@@ -2,7 +2,9 @@
 
 A candidate whose compile failed, while repair attempts are left, is generated once more from a
 prompt holding its code and the compiler log. Candidates that compiled come first; none is marked
-ok that the compile check did not pass.
+ok that the compile check did not pass. Several candidates are sampled: a body that leaves
+`temperature` out gets `SAMPLED_TEMPERATURE` for n > 1 (0, greedy, for one), and one that asks for
+n > 1 at temperature 0, whose candidates could only repeat each other, answers 400.
 """
 
 from __future__ import annotations
@@ -10,11 +12,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from litestar.exceptions import ValidationException
-
 from kernelwright.prompting import SYSTEM_PROMPT, extract_code, prompt_messages
 from kernelwright.serving import compiling, metrics
 from kernelwright.serving.backend import Completion, Sampling, ServingBackend
+from kernelwright.serving.bodies import bad_field
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.schemas import (
     Candidate,
@@ -27,11 +28,17 @@ from kernelwright.serving.schemas import (
 )
 
 LOG_CHARS = 4000  # of a compiler log put back into a repair prompt
+SAMPLED_TEMPERATURE = 0.7  # of a kernel request for n > 1 candidates that leaves temperature out
 
 
-def bad_field(name: str, message: str) -> ValidationException:
-    """A 400 that names the field, in the shape of Litestar's own validation errors."""
-    return ValidationException(f"{name}: {message}", extra=[{"key": name, "message": message, "source": "body"}])
+def temperature_for(n: int, asked: float | None, default: float) -> float:
+    """The temperature to sample n candidates at: `asked`, else `default`; n > 1 at 0 is a 400 naming it."""
+    if asked is None:
+        return default
+    if n > 1 and asked == 0:
+        raise bad_field("temperature", f"temperature 0 is greedy: the {n} candidates asked for (n) would all be "
+                                       "the same; leave temperature out or set it above 0")
+    return asked
 
 
 def check_limit(name: str, value: int, limit: int, unit: str) -> None:
@@ -134,7 +141,8 @@ async def generate_kernels(req: GenerateRequest, backend: ServingBackend, cfg: S
                            model: ModelInfo) -> GenerateResponse:
     kind, text = validate(req, cfg)
     base = first_messages(kind, text)
-    sampling = Sampling(req.max_new_tokens or cfg.default_max_new_tokens, req.temperature, 1.0, req.seed)
+    temperature = temperature_for(req.n, req.temperature, SAMPLED_TEMPERATURE if req.n > 1 else 0.0)
+    sampling = Sampling(req.max_new_tokens or cfg.default_max_new_tokens, temperature, 1.0, req.seed)
     work = _Work([], [], [], [0] * req.n)
     work.texts = [c.text for c in await _generate(backend, [base] * req.n, sampling, work)]
     if req.compile_check:

@@ -3,9 +3,12 @@
 Non-streaming answers are one JSON object; `stream: true` answers Server-Sent Events: one
 `data:` chunk per text delta (the choices of a request are generated together, their chunks
 interleaved as they come), a last chunk per choice carrying `finish_reason` and the extra
-`kernelwright` field, then `data: [DONE]`. Parameters this server cannot honour answer 400.
-The status line of a stream waits for its first piece, so a backend that fails at once (a remote
-engine down or refusing a setting) answers its own status, not a 200 holding only an error event.
+`kernelwright` field, then `data: [DONE]`; with `stream_options.include_usage`, every chunk carries
+`usage: null` and one more chunk, with no choices and the request's `usage`, comes before `[DONE]`.
+Parameters this server cannot honour answer 400, as does n > 1 at temperature 0 (the choices could
+only repeat each other; left out, temperature is 1, as OpenAI's). The status line of a stream
+waits for its first piece, so a backend that fails at once (a remote engine down or refusing a
+setting) answers its own status, not a 200 holding only an error event.
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ from kernelwright.serving.backend import (
     SamplingRefused,
     ServingBackend,
 )
+from kernelwright.serving.bodies import bad_field
 from kernelwright.serving.config import ServeConfig
-from kernelwright.serving.kernels import bad_field, check_limit
+from kernelwright.serving.kernels import check_limit, temperature_for
 from kernelwright.serving.schemas import (
     ChatChoice,
     ChatCompletion,
@@ -46,13 +50,15 @@ from kernelwright.serving.schemas import (
 
 OpenAIRequest = ChatCompletionRequest | CompletionRequest
 log = logging.getLogger(__name__)
+DEFAULT_TEMPERATURE = 1.0  # OpenAI's, for a body that leaves temperature out
 
 
 def _unsupported(req: OpenAIRequest) -> str | None:
     checks = {"stop": req.stop is not None, "tools": bool(req.tools), "logprobs": bool(req.logprobs),
               "response_format": req.response_format not in (None, {"type": "text"}),
               "presence_penalty": req.presence_penalty != 0, "frequency_penalty": req.frequency_penalty != 0,
-              "logit_bias": bool(req.logit_bias)}
+              "logit_bias": bool(req.logit_bias),
+              "store": isinstance(req, ChatCompletionRequest) and req.store is True}
     return next((name for name, bad in checks.items() if bad), None)
 
 
@@ -66,13 +72,15 @@ def sampling_of(req: OpenAIRequest, cfg: ServeConfig) -> Sampling:
     """The request's settings after the server's limits (a 400 naming the field otherwise)."""
     if (name := _unsupported(req)) is not None:
         raise bad_field(name, f"{name} is not supported by this server")
+    if req.stream_options is not None and not req.stream:
+        raise bad_field("stream_options", "stream_options is only allowed with stream: true")
     tokens = req.max_completion_tokens or req.max_tokens or cfg.default_max_new_tokens
     check_limit("max_tokens", tokens, cfg.max_new_tokens, "tokens")
     check_limit("n", req.n, cfg.max_n, "choices")
     size = len(req.prompt) if isinstance(req, CompletionRequest) else sum(len(m.content) for m in req.messages)
     check_limit("messages" if isinstance(req, ChatCompletionRequest) else "prompt", size, cfg.max_code_chars,
                 "characters")
-    return Sampling(tokens, req.temperature, req.top_p, req.seed)
+    return Sampling(tokens, temperature_for(req.n, req.temperature, DEFAULT_TEMPERATURE), req.top_p, req.seed)
 
 
 async def extras(texts: list[str], compile_check: bool, cfg: ServeConfig) -> list[KernelwrightExtra]:
@@ -111,8 +119,12 @@ class _Chunks:
     def __init__(self, req: OpenAIRequest, model_id: str) -> None:
         self.chat = isinstance(req, ChatCompletionRequest)
         prefix = "chatcmpl" if self.chat else "cmpl"
-        self.head = {"id": f"{prefix}-{uuid.uuid4().hex}", "object": "chat.completion.chunk" if self.chat
-                     else "text_completion", "created": int(time.time()), "model": model_id}
+        self.head: dict[str, Any] = {"id": f"{prefix}-{uuid.uuid4().hex}", "object": "chat.completion.chunk"
+                                     if self.chat else "text_completion", "created": int(time.time()),
+                                     "model": model_id}
+        self.with_usage = req.stream_options is not None and req.stream_options.include_usage
+        if self.with_usage:  # OpenAI's: every chunk says `usage: null`, but the last one before [DONE]
+            self.head["usage"] = None
 
     def chunk(self, index: int, text: str | None, finish: str | None = None, extra: Any = None) -> str:
         if self.chat:
@@ -130,6 +142,10 @@ class _Chunks:
         body = {**self.head, "choices": [{"index": index, "delta": {"role": "assistant", "content": ""},
                                           "finish_reason": None}]}
         return msgspec.json.encode(body).decode()
+
+    def usage(self, usage: dict[str, int]) -> str:
+        """The chunk after every choice's last: no choices, the request's token counts."""
+        return msgspec.json.encode({**self.head, "choices": [], "usage": usage}).decode()
 
 
 class _Choices:
@@ -213,5 +229,7 @@ async def _events(req: OpenAIRequest, cfg: ServeConfig, choices: _Choices, chunk
             yield chunks.chunk(index, None, piece.finish_reason, msgspec.to_builtins(extra))
         else:
             yield chunks.chunk(index, piece)
-    _usage([done[i] for i in range(req.n)])
+    usage = _usage([done[i] for i in range(req.n)])
+    if chunks.with_usage:
+        yield chunks.usage(usage)
     yield "[DONE]"

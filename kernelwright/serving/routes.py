@@ -1,4 +1,8 @@
-"""The HTTP routes: thin controllers over kernels.py and openai_api.py."""
+"""The HTTP routes: thin controllers over kernels.py and openai_api.py.
+
+Each POST body is decoded strictly by `bodies.StrictBody` (a 400 naming the field); an empty one is
+None here, and `bodies.present` answers 400 saying what to send.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +16,11 @@ from litestar.params import JSONBody
 from litestar.response import ServerSentEvent
 
 from kernelwright.serving import openai_api, request_log
+from kernelwright.serving.bodies import StrictBody, present
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.kernels import generate_kernels
 from kernelwright.serving.lifecycle import CancelOnDisconnect
-from kernelwright.serving.limits import QueueMiddleware, auth_guard, ready_guard, request_id, strict_body
+from kernelwright.serving.limits import QueueMiddleware, auth_guard, ready_guard, request_id
 from kernelwright.serving.openapi_docs import READ_ERRORS, SECURITY, WRITE_ERRORS, JSONOrEventStream
 from kernelwright.serving.ratelimit import rate_limit_middleware
 from kernelwright.serving.reload import Served, provide_served
@@ -49,10 +54,11 @@ def _check_model(state: State, served: Served, asked: str | None) -> None:
         raise NotFoundException(f"model {asked!r} is not served here (this server serves {model_id(served)!r})")
 
 
-@post("/kernels/generate", status_code=200, raises=WRITE_ERRORS, summary="Generate compile-checked CUDA kernels")
-async def generate(data: JSONBody[GenerateRequest], request: Request[Any, Any, Any], state: State,
-                   served: NamedDependency[Served]) -> GenerateResponse:
-    body = await strict_body(request, data)
+@post("/kernels/generate", status_code=200, raises=WRITE_ERRORS, summary="Generate compile-checked CUDA kernels",
+      dto=StrictBody[GenerateRequest], return_dto=None)
+async def generate(request: Request[Any, Any, Any], state: State, served: NamedDependency[Served],
+                   data: JSONBody[GenerateRequest | None] = None) -> GenerateResponse:
+    body = present(data, "reference_code or instruction")
     answer = await generate_kernels(body, served.backend, state.cfg, served.info)
     if state.request_log is not None:
         cands = [(c.code, c.cuda_sources, c.compile, c.repairs) for c in answer.candidates]
@@ -64,7 +70,6 @@ async def generate(data: JSONBody[GenerateRequest], request: Request[Any, Any, A
 
 async def _openai(data: openai_api.OpenAIRequest, request: Request[Any, Any, Any], state: State,
                   served: Served) -> Any:
-    data = await strict_body(request, data)
     _check_model(state, served, data.model)
     if data.stream:
         events = await openai_api.stream(data, served.backend, state.cfg, model_id(served))
@@ -78,18 +83,20 @@ async def _openai(data: openai_api.OpenAIRequest, request: Request[Any, Any, Any
 
 
 @post("/chat/completions", status_code=200, raises=WRITE_ERRORS, operation_class=JSONOrEventStream,
-      summary="OpenAI-compatible chat completions")
-async def chat_completions(data: JSONBody[ChatCompletionRequest], request: Request[Any, Any, Any], state: State,
-                           served: NamedDependency[Served]) -> ChatCompletion | ServerSentEvent:
-    result: ChatCompletion | ServerSentEvent = await _openai(data, request, state, served)
+      summary="OpenAI-compatible chat completions", dto=StrictBody[ChatCompletionRequest], return_dto=None)
+async def chat_completions(request: Request[Any, Any, Any], state: State, served: NamedDependency[Served],
+                           data: JSONBody[ChatCompletionRequest | None] = None) -> ChatCompletion | ServerSentEvent:
+    body = present(data, "model and messages")
+    result: ChatCompletion | ServerSentEvent = await _openai(body, request, state, served)
     return result
 
 
 @post("/completions", status_code=200, raises=WRITE_ERRORS, operation_class=JSONOrEventStream,
-      summary="OpenAI-compatible completions")
-async def completions(data: JSONBody[CompletionRequest], request: Request[Any, Any, Any], state: State,
-                      served: NamedDependency[Served]) -> TextCompletion | ServerSentEvent:
-    result: TextCompletion | ServerSentEvent = await _openai(data, request, state, served)
+      summary="OpenAI-compatible completions", dto=StrictBody[CompletionRequest], return_dto=None)
+async def completions(request: Request[Any, Any, Any], state: State, served: NamedDependency[Served],
+                      data: JSONBody[CompletionRequest | None] = None) -> TextCompletion | ServerSentEvent:
+    body = present(data, "model and prompt")
+    result: TextCompletion | ServerSentEvent = await _openai(body, request, state, served)
     return result
 
 

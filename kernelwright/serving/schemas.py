@@ -1,7 +1,10 @@
 """Request and response bodies (msgspec Structs): the kernel API and the OpenAI-compatible one.
 
 Hard ceilings live in the types (a 400 naming the field); the configured limits, which may be
-lower, are checked by the services.
+lower, are checked by the services. Request bodies forbid unknown fields: a field this server does
+not know is a 400 naming it, never silently dropped. The OpenAI requests also take, and ignore,
+the fields that only identify or label a request for OpenAI's own bookkeeping (`user`, `metadata`,
+`safety_identifier`, `prompt_cache_key`) and `parallel_tool_calls` (tools are refused anyway).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ class GenerateRequest(msgspec.Struct, forbid_unknown_fields=True):
     instruction: str | None = None
     n: N = 1
     max_new_tokens: Tokens | None = None
-    temperature: Temperature = 0.0
+    temperature: Temperature | None = None  # None: 0 (greedy) for one candidate, SAMPLED_TEMPERATURE for more
     seed: Seed | None = None
     compile_check: bool = True
     repair_attempts: Annotated[int, Meta(ge=0, le=3)] = 1
@@ -81,16 +84,22 @@ class ChatMessage(msgspec.Struct):
     content: str
 
 
-class _OpenAIParams(msgspec.Struct, kw_only=True):
-    model: str | None = None
+class StreamOptions(msgspec.Struct, forbid_unknown_fields=True):
+    include_usage: bool = False  # a last chunk with the usage and no choices, before `data: [DONE]`
+
+
+class _OpenAIParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    model: str  # required, as OpenAI's API requires it
     n: N = 1
     max_tokens: Tokens | None = None
     max_completion_tokens: Tokens | None = None
-    temperature: Temperature = 1.0
+    temperature: Temperature | None = None  # None: 1 (OpenAI's default)
     top_p: Annotated[float, Meta(gt=0.0, le=1.0)] = 1.0
     seed: Seed | None = None
     stream: bool = False
+    stream_options: StreamOptions | None = None
     compile_check: bool = True  # kernelwright's extension: check the code of each choice
+    user: str | None = None  # ignored: identifies the end user to OpenAI
     # accepted so that a client sending them gets a clear 400 rather than silence
     stop: str | list[str] | None = None
     tools: list[Any] | None = None
@@ -101,11 +110,18 @@ class _OpenAIParams(msgspec.Struct, kw_only=True):
     logit_bias: dict[str, float] | None = None
 
 
-class ChatCompletionRequest(_OpenAIParams, kw_only=True):
+class ChatCompletionRequest(_OpenAIParams, kw_only=True, forbid_unknown_fields=True):
     messages: Annotated[list[ChatMessage], Meta(min_length=1, max_length=64)]
+    # ignored: they label the request for OpenAI's bookkeeping, or tune tools this server refuses
+    metadata: dict[str, str] | None = None
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+    parallel_tool_calls: bool | None = None
+    service_tier: Literal["auto", "default"] | None = None  # one tier here: other tiers answer 400
+    store: bool | None = None  # nothing is stored for OpenAI's API to read back: true answers 400
 
 
-class CompletionRequest(_OpenAIParams, kw_only=True):
+class CompletionRequest(_OpenAIParams, kw_only=True, forbid_unknown_fields=True):
     prompt: str
 
 

@@ -11,6 +11,7 @@ from kernelwright.config import parse_config
 from kernelwright.serving.config import ServeConfig
 
 ROUTES = ["/v1/kernels/generate", "/v1/chat/completions", "/v1/completions"]
+MODEL = "models:/kernelwright-coder@champion"
 BODIES: list[object] = [
     None, [], "text", 3, {"n": "two"}, {"messages": "hi"}, {"messages": [{"role": "robot", "content": "x"}]},
     {"messages": [{"role": "user"}]}, {"prompt": None}, {"instruction": 7}, {"reference_code": ["a"]},
@@ -31,7 +32,7 @@ def test_malformed_bodies_are_4xx(client_for, good_text, route: str, body: objec
 
 @pytest.mark.parametrize(("body", "field"), [
     ({"instruction": "x", "n": "2"}, "n"), ({"instruction": "x", "compile_check": 1}, "compile_check"),
-    ({"messages": [{"role": "user", "content": "x"}], "logprobs": 0}, "logprobs"),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "x"}], "logprobs": 0}, "logprobs"),
 ])
 def test_no_lax_coercion_strings_or_numbers_for_other_types(client_for, good_text, body, field) -> None:
     route = "/v1/kernels/generate" if "instruction" in body else "/v1/chat/completions"
@@ -52,7 +53,7 @@ def test_wrong_content_and_methods_are_4xx(client_for, good_text, route: str) ->
 @pytest.mark.usefixtures("fake_compile")
 def test_two_streamed_choices_each_end_with_their_compile_result(client_for, good_text, broken_text) -> None:
     with client_for([good_text, broken_text]) as (client, _):
-        r = client.post("/v1/chat/completions", json={"stream": True, "n": 2,
+        r = client.post("/v1/chat/completions", json={"model": MODEL, "stream": True, "n": 2,
                                                        "messages": [{"role": "user", "content": "x"}]})
     events = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
     finals = [e["choices"][0] for e in events if e["choices"][0]["finish_reason"]]  # in the order they finished

@@ -164,15 +164,15 @@ def test_a_completion_too_long_for_the_cache_is_refused_before_it_reaches_the_en
 
 def test_the_app_answers_400_naming_seed_and_shutdown_stops_the_engine(engine) -> None:
     cfg = ServeConfig(compile_host=False, default_max_new_tokens=6)
-    chat = {"messages": [{"role": "user", "content": "relu"}], "temperature": 0.5, "seed": 1}
+    chat = {"model": cfg.model, "messages": [{"role": "user", "content": "relu"}], "temperature": 0.5, "seed": 1}
     with TestClient(app=create_app(cfg, engine)) as client:
         kernel = client.post("/v1/kernels/generate", json={"instruction": "relu", "temperature": 0.5, "seed": 1})
         streamed = client.post("/v1/chat/completions", json={**chat, "stream": True})
-        greedy = client.post("/v1/chat/completions", json={**chat, "temperature": 0, "n": 2})
+        greedy = client.post("/v1/chat/completions", json={**chat, "temperature": 0})
         assert engine.manager.is_running()
     assert kernel.status_code == 400 and kernel.json()["error"]["param"] == "seed"
     assert streamed.status_code == 400 and streamed.json()["error"]["param"] == "seed"
-    assert greedy.status_code == 200 and len({c["message"]["content"] for c in greedy.json()["choices"]}) == 1
+    assert greedy.status_code == 200 and greedy.json()["choices"][0]["message"]["content"]
     assert not engine.manager.is_running()  # the lifespan's end stopped the engine's thread
 
 
@@ -237,8 +237,8 @@ def test_an_engine_that_died_fails_its_sequences_and_the_next_request_starts_it_
 
 
 def test_streamed_choices_come_together_and_each_ends_with_its_compile_result(engine) -> None:
-    body = {"messages": [{"role": "user", "content": "relu"}], "temperature": 0, "n": 2, "max_tokens": 40,
-            "stream": True, "compile_check": False}
+    body = {"model": ServeConfig().model, "messages": [{"role": "user", "content": "relu"}], "temperature": 0.7,
+            "n": 2, "max_tokens": 40, "stream": True, "compile_check": False}
     with TestClient(app=create_app(ServeConfig(compile_host=False), engine)) as client:
         r = client.post("/v1/chat/completions", json=body)
     events = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
@@ -246,7 +246,7 @@ def test_streamed_choices_come_together_and_each_ends_with_its_compile_result(en
              for i in (0, 1)}
     finals = sorted(e["choices"][0]["index"] for e in events if e["choices"][0]["finish_reason"] == "length")
     assert r.text.rstrip().endswith("data: [DONE]") and finals == [0, 1]
-    assert texts[0] == texts[1] and texts[0]  # greedy: both choices the same tokens
+    assert texts[0] and texts[1]
 
 
 def test_serve_config_rejects_unknown_batching_and_negative_sizes() -> None:

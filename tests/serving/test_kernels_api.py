@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kernelwright.serving import compiling
+from kernelwright.serving.kernels import SAMPLED_TEMPERATURE
 
 
 def test_a_seed_solution_is_compile_checked(client_for, good_text, seed_reference) -> None:
@@ -79,13 +80,14 @@ def test_no_compile_check_marks_nothing(client_for, good_text) -> None:
     ({"instruction": "x", "repair_attempts": 4}, "repair_attempts"),
     ({"instruction": "x", "verify": True}, "verify"),
     ({"instruction": "x", "nonsense": 1}, "nonsense"),
+    ({"instruction": "x", "n": 2, "temperature": 0}, "temperature"),  # two greedy candidates: the same twice
     ({"instruction": "x" * 101}, "instruction"),
 ])
 def test_bad_bodies_answer_400_naming_the_field(client_for, good_text, body, field) -> None:
     with client_for([good_text], max_code_chars=100, max_n=8) as (client, _):
         r = client.post("/v1/kernels/generate", json=body)
     assert r.status_code == 400, r.text
-    assert field in r.text and "Traceback" not in r.text
+    assert r.json()["error"]["param"] == field and field in r.json()["detail"] and "Traceback" not in r.text
     if field == "verify":
         assert "verify is not available in this server" in r.json()["detail"]
 
@@ -102,3 +104,29 @@ def test_malformed_json_is_a_400(client_for, good_text) -> None:
     with client_for([good_text]) as (client, _):
         r = client.post("/v1/kernels/generate", content=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 400
+
+
+def test_several_candidates_are_sampled_unless_a_temperature_is_given(client_for, good_text) -> None:
+    body = {"instruction": "a ReLU kernel", "compile_check": False}
+    with client_for([good_text]) as (client, backend):
+        answers = [client.post("/v1/kernels/generate", json={**body, **extra})
+                   for extra in ({"n": 2}, {}, {"n": 2, "temperature": 0.3}, {"temperature": 0})]
+    assert [r.status_code for r in answers] == [200] * 4, [r.text for r in answers]
+    assert SAMPLED_TEMPERATURE > 0
+    assert [s.temperature for s in backend.samplings] == [SAMPLED_TEMPERATURE] * 2 + [0.0] + [0.3] * 2 + [0.0]
+
+
+def test_a_candidate_that_does_not_parse_fails_one_stage_and_skips_the_other(client_for, good_text) -> None:
+    unparsable = "```python\nclass ModelNew(:\n    pass\n```"
+    with client_for([unparsable, good_text]) as (client, backend):
+        r = client.post("/v1/kernels/generate", json={"instruction": "a ReLU kernel", "repair_attempts": 1})
+    (cand,) = r.json()["candidates"]
+    assert cand["repairs"] == 1 and "python_syntax" in backend.prompts[1][3]["content"]  # repaired with the reason
+    with client_for([unparsable]) as (client, _):
+        r = client.post("/v1/kernels/generate", json={"instruction": "a ReLU kernel", "repair_attempts": 0})
+    compile_info = r.json()["candidates"][0]["compile"]
+    device, host = compile_info["device"], compile_info["host"]
+    assert compile_info["ok"] is False
+    assert device["status"] == "failed" and device["log"].startswith("python_syntax: line 1")
+    assert host["status"] == "skipped" and "the Python source did not parse" in host["log"]
+    assert host["log"] != device["log"] and host["seconds"] == 0

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from kernelwright.serving import openai_api
+
 MODEL = "models:/kernelwright-coder@champion"
 
 
@@ -35,7 +37,7 @@ def test_chat_completion_carries_each_choices_compile_result(client_for, good_te
 def test_chat_completion_streams_sse_chunks_then_done(client_for, good_text) -> None:
     with client_for([good_text]) as (client, _):
         r = client.post("/v1/chat/completions", json={
-            "stream": True, "messages": [{"role": "user", "content": "ELU please"}]})
+            "model": MODEL, "stream": True, "messages": [{"role": "user", "content": "ELU please"}]})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     events = _events(r.text)
     assert events[-1] == "[DONE]"
@@ -50,8 +52,8 @@ def test_chat_completion_streams_sse_chunks_then_done(client_for, good_text) -> 
 
 def test_completions_non_stream_and_stream(client_for, good_text) -> None:
     with client_for([good_text]) as (client, _):
-        plain = client.post("/v1/completions", json={"prompt": "```python\n", "compile_check": False})
-        streamed = client.post("/v1/completions", json={"prompt": "```python\n", "stream": True})
+        plain = client.post("/v1/completions", json={"model": MODEL, "prompt": "```python\n", "compile_check": False})
+        streamed = client.post("/v1/completions", json={"model": MODEL, "prompt": "```python\n", "stream": True})
     assert plain.status_code == 200 and plain.json()["choices"][0]["text"] == good_text
     assert plain.json()["choices"][0]["kernelwright"]["compile"] is None
     events = _events(streamed.text)
@@ -69,12 +71,16 @@ def test_completions_non_stream_and_stream(client_for, good_text) -> None:
     ({"max_tokens": 0}, "max_tokens"),
     ({"temperature": 3}, "temperature"),
     ({"messages": []}, "messages"),
+    ({"store": True}, "store"),
+    ({"service_tier": "priority"}, "service_tier"),
+    ({"stream_options": {"include_usage": True}}, "stream_options"),  # without stream: true
 ])
 def test_what_cannot_be_honoured_is_a_400(client_for, good_text, body, field) -> None:
     with client_for([good_text]) as (client, _):
-        r = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], **body})
+        r = client.post("/v1/chat/completions", json={"model": MODEL, "messages": [{"role": "user", "content": "x"}],
+                                                      **body})
     assert r.status_code == 400, r.text
-    assert field in r.text
+    assert r.json()["error"]["param"] == field and field in r.json()["error"]["message"]
 
 
 def test_an_unknown_model_is_a_404_and_models_lists_the_served_one(client_for, good_text) -> None:
@@ -83,3 +89,86 @@ def test_an_unknown_model_is_a_404_and_models_lists_the_served_one(client_for, g
         listed = client.get("/v1/models").json()
     assert r.status_code == 404 and "gpt-4" in r.json()["error"]["message"]
     assert [m["id"] for m in listed["data"]] == [MODEL] and listed["object"] == "list"
+
+
+@pytest.mark.parametrize(("route", "body", "field"), [
+    ("/v1/chat/completions", {"frobnicate": 1}, "frobnicate"),
+    ("/v1/chat/completions", {"tool_choice": "auto"}, "tool_choice"),
+    ("/v1/completions", {"verify": True}, "verify"),
+    ("/v1/chat/completions", {"stream": True, "stream_options": {"include_obfuscation": False}}, "stream_options"),
+])
+def test_unknown_fields_are_a_400_naming_them(client_for, good_text, route, body, field) -> None:
+    base = {"messages": [{"role": "user", "content": "x"}]} if "chat" in route else {"prompt": "x"}
+    with client_for([good_text]) as (client, backend):
+        r = client.post(route, json={"model": MODEL, **base, **body})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == field and r.json()["error"]["type"] == "invalid_request_error"
+    assert not backend.prompts  # refused before any generation
+
+
+@pytest.mark.parametrize(("route", "body"), [("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]}),
+                                             ("/v1/completions", {"prompt": "x", "stream": True})])
+def test_a_missing_model_is_a_400_naming_it(client_for, good_text, route, body) -> None:
+    with client_for([good_text]) as (client, _):
+        r = client.post(route, json=body)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == "model" and "model" in r.json()["error"]["message"]
+
+
+def test_fields_openai_clients_send_are_taken(client_for, good_text) -> None:
+    ignored = {"user": "u1", "metadata": {"team": "k"}, "safety_identifier": "s", "prompt_cache_key": "p",
+               "parallel_tool_calls": True, "service_tier": "auto", "store": False}
+    with client_for([good_text]) as (client, _):
+        chat = client.post("/v1/chat/completions", json={"model": MODEL, "messages": [{"role": "user", "content": "x"}],
+                                                         "compile_check": False, **ignored})
+        text = client.post("/v1/completions", json={"model": MODEL, "prompt": "x", "user": "u1", "stream": True,
+                                                    "stream_options": {"include_usage": False}})
+    assert chat.status_code == 200, chat.text
+    assert text.status_code == 200 and _events(text.text)[-1] == "[DONE]", text.text
+
+
+def test_n_choices_at_temperature_0_are_a_400_and_sampled_otherwise(client_for, good_text) -> None:
+    chat = {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "compile_check": False}
+    with client_for([good_text]) as (client, backend):
+        greedy_pair = client.post("/v1/chat/completions", json={**chat, "n": 2, "temperature": 0})
+        streamed_pair = client.post("/v1/completions", json={"model": MODEL, "prompt": "x", "n": 2,
+                                                              "temperature": 0, "stream": True})
+        assert not backend.samplings
+        pair = client.post("/v1/chat/completions", json={**chat, "n": 2})
+        greedy = client.post("/v1/chat/completions", json={**chat, "temperature": 0})
+    for refused in (greedy_pair, streamed_pair):
+        assert refused.status_code == 400 and refused.json()["error"]["param"] == "temperature", refused.text
+    assert pair.status_code == 200 and len(pair.json()["choices"]) == 2
+    assert greedy.status_code == 200
+    assert [s.temperature for s in backend.samplings] == [openai_api.DEFAULT_TEMPERATURE] * 2 + [0.0]
+
+
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/completions"])
+def test_include_usage_sends_a_last_chunk_with_the_usage(client_for, good_text, route) -> None:
+    base = {"messages": [{"role": "user", "content": "ELU please"}]} if "chat" in route else {"prompt": "ELU"}
+    body = {"model": MODEL, **base, "n": 2, "stream": True, "compile_check": False}
+    with client_for([good_text]) as (client, _):
+        counted = client.post(route, json={**body, "stream_options": {"include_usage": True}})
+        plain = client.post(route, json=body)
+    events = _events(counted.text)
+    assert counted.status_code == 200 and events[-1] == "[DONE]", counted.text
+    chunks = [json.loads(e) for e in events[:-1]]
+    last = chunks[-1]
+    assert last["choices"] == [] and last["id"] == chunks[0]["id"]
+    usage = last["usage"]
+    assert usage["completion_tokens"] == 2 * len(good_text.split()) and usage["prompt_tokens"] > 0
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert all("usage" in c and c["usage"] is None for c in chunks[:-1])
+    assert all(c["choices"] for c in chunks[:-1])
+    assert all("usage" not in json.loads(e) for e in _events(plain.text)[:-1])  # not asked: OpenAI sends none
+
+
+def test_the_openai_client_reads_the_usage_chunk(client_for, good_text) -> None:
+    openai = pytest.importorskip("openai")
+    with client_for([good_text]) as (client, _):
+        api = openai.OpenAI(base_url=f"{client.base_url}/v1", api_key="none", http_client=client)
+        chunks = list(api.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}],
+                                                  stream=True, stream_options={"include_usage": True}))
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == len(good_text.split())
+    assert "".join(c.choices[0].delta.content or "" for c in chunks[:-1]) == good_text

@@ -64,7 +64,7 @@ def test_raw_prompts_go_to_completions_and_counts_fall_back_to_words(compile_cac
     engine = FakeEngine(texts=["one two three"], usage=False)
     with engine_client(engine, compile_cache) as client:
         wait_ready(client)
-        r = client.post("/v1/completions", json={"prompt": "__global__ void k(", "max_tokens": 3})
+        r = client.post("/v1/completions", json={"model": MODEL, "prompt": "__global__ void k(", "max_tokens": 3})
     assert r.status_code == 200, r.text
     (choice,) = r.json()["choices"]
     assert choice["text"] == "one two three" and choice["finish_reason"] == "length"
@@ -76,8 +76,8 @@ def test_an_engine_without_completions_gets_raw_prompts_as_chat(compile_cache: s
     engine = FakeEngine(no_completions=True)
     with engine_client(engine, compile_cache) as client:
         wait_ready(client)
-        first = client.post("/v1/completions", json={"prompt": "hi"})
-        second = client.post("/v1/completions", json={"prompt": "again"})
+        first = client.post("/v1/completions", json={"model": MODEL, "prompt": "hi"})
+        second = client.post("/v1/completions", json={"model": MODEL, "prompt": "again"})
     assert first.status_code == second.status_code == 200
     assert [b["messages"] for b in engine.bodies("/v1/chat/completions")] == [
         [{"role": "user", "content": "hi"}], [{"role": "user", "content": "again"}]]
@@ -89,8 +89,8 @@ def test_streams_relay_the_engines_deltas_then_the_compile_result(compile_cache:
     engine = FakeEngine(texts=["a streamed kernel answer"], done_marker=done_marker)
     with engine_client(engine, compile_cache) as client:
         wait_ready(client)
-        chat = client.post("/v1/chat/completions", json={"messages": CHAT, "stream": True, "n": 2})
-        text = client.post("/v1/completions", json={"prompt": "x", "stream": True})
+        chat = client.post("/v1/chat/completions", json={"model": MODEL, "messages": CHAT, "stream": True, "n": 2})
+        text = client.post("/v1/completions", json={"model": MODEL, "prompt": "x", "stream": True})
     assert chat.status_code == 200 and chat.text.rstrip().endswith("data: [DONE]")
     chunks = _events(chat.text)
     for index in (0, 1):
@@ -134,8 +134,9 @@ def test_engine_failures_are_clear_gateway_errors(compile_cache: str, fault: Any
     engine = FakeEngine(fault=fault)
     with engine_client(engine, compile_cache) as client:
         wait_ready(client)
-        answers = [client.post("/v1/chat/completions", json={"messages": CHAT}),
-                   client.post("/v1/chat/completions", json={"messages": CHAT, "stream": True}),  # fails before 200
+        answers = [client.post("/v1/chat/completions", json={"model": MODEL, "messages": CHAT}),
+                   # a stream whose first piece fails answers the status, not a 200
+                   client.post("/v1/chat/completions", json={"model": MODEL, "messages": CHAT, "stream": True}),
                    client.post("/v1/kernels/generate", json={"instruction": "a ReLU kernel"})]
     for r in answers:
         assert r.status_code == status, (r.status_code, r.text)
@@ -151,7 +152,7 @@ def test_a_stream_broken_midway_ends_with_an_error_event(compile_cache: str) -> 
 
     with engine_client(FakeEngine(fault=cut), compile_cache) as client:
         wait_ready(client)
-        r = client.post("/v1/chat/completions", json={"messages": CHAT, "stream": True})
+        r = client.post("/v1/chat/completions", json={"model": MODEL, "messages": CHAT, "stream": True})
     assert r.status_code == 200
     error = _events(r.text)[-1]["error"]
     assert error["type"] == "server_error" and "the worker died" in error["message"]
@@ -167,9 +168,9 @@ def test_a_stream_broken_midway_ends_with_an_error_event(compile_cache: str) -> 
 def test_a_setting_the_engine_refuses_is_a_400_naming_it(compile_cache: str, message: Any, field: str,
                                                          route: str) -> None:
     engine = FakeEngine(fault=_answers(_answer(422 if "detail" in message else 400, message)))
-    body = {"messages": CHAT, "prompt": "x", "instruction": "ReLU", "seed": 1, "top_p": 0.5}
-    body = {k: v for k, v in body.items() if k in {"/v1/chat/completions": {"messages", "seed", "top_p"},
-                                                   "/v1/completions": {"prompt"},
+    body = {"model": MODEL, "messages": CHAT, "prompt": "x", "instruction": "ReLU", "seed": 1, "top_p": 0.5}
+    body = {k: v for k, v in body.items() if k in {"/v1/chat/completions": {"model", "messages", "seed", "top_p"},
+                                                   "/v1/completions": {"model", "prompt"},
                                                    "/v1/kernels/generate": {"instruction", "seed"}}[route]}
     with engine_client(engine, compile_cache) as client:
         wait_ready(client)
@@ -189,8 +190,8 @@ def test_an_engine_refusing_stream_options_streams_without_them(compile_cache: s
     engine = FakeEngine(fault=picky, usage=False)
     with engine_client(engine, compile_cache) as client:
         wait_ready(client)
-        r = client.post("/v1/chat/completions", json={"messages": CHAT, "stream": True})
-        again = client.post("/v1/chat/completions", json={"messages": CHAT, "stream": True})
+        r = client.post("/v1/chat/completions", json={"model": MODEL, "messages": CHAT, "stream": True})
+        again = client.post("/v1/chat/completions", json={"model": MODEL, "messages": CHAT, "stream": True})
     assert r.status_code == again.status_code == 200 and _events(again.text)[-1]["choices"][0]["finish_reason"]
     assert ["stream_options" in b for b in engine.bodies("/v1/chat/completions")] == [True, False, False]
 
@@ -204,9 +205,9 @@ def test_the_engines_key_is_sent_never_logged(compile_cache: str, monkeypatch: p
     engine = FakeEngine()
     with engine_client(engine, compile_cache, backend_api_key_env="ENGINE_KEY") as client:
         wait_ready(client)
-        ok = client.post("/v1/chat/completions", json={"messages": CHAT})
+        ok = client.post("/v1/chat/completions", json={"model": MODEL, "messages": CHAT})
         engine.fault = echo
-        failed = client.post("/v1/chat/completions", json={"messages": CHAT})
+        failed = client.post("/v1/chat/completions", json={"model": MODEL, "messages": CHAT})
         backend = client.app.state.served.backend
     assert ok.status_code == 200 and failed.status_code == 502
     assert all(headers["authorization"] == f"Bearer {key}" for _, _, headers in engine.requests)
@@ -219,7 +220,7 @@ def test_readiness_waits_for_the_engine(compile_cache: str, monkeypatch: pytest.
     engine = FakeEngine(down_for=3)
     with engine_client(engine, compile_cache) as client:
         ready = wait_ready(client)
-        r = client.post("/v1/completions", json={"prompt": "x"})
+        r = client.post("/v1/completions", json={"model": MODEL, "prompt": "x"})
     assert ready.status_code == 200 and r.status_code == 200 and engine.down_for == 0
 
 
@@ -233,7 +234,7 @@ def test_an_engine_not_ready_keeps_the_server_unready_with_the_reason(compile_ca
                                                                      config: dict[str, Any], words: str) -> None:
     with engine_client(engine, compile_cache, **config) as client:
         ready = wait_ready(client)
-        r = client.post("/v1/completions", json={"prompt": "x"})
+        r = client.post("/v1/completions", json={"model": MODEL, "prompt": "x"})
     assert ready.status_code == 503 and ready.json()["status"] == "failed" and words in ready.json()["detail"]
     assert r.status_code == 503 and words in r.json()["detail"]
 
@@ -268,7 +269,7 @@ def test_a_named_model_and_a_base_url_with_v1(compile_cache: str) -> None:
     engine = FakeEngine(models=["a", "b"])
     with engine_client(engine, compile_cache, backend_model="b", backend_url="http://engine.test:8001/v1/") as client:
         assert wait_ready(client).json()["model"] == "b"
-        assert client.post("/v1/completions", json={"prompt": "x"}).status_code == 200
+        assert client.post("/v1/completions", json={"model": "b", "prompt": "x"}).status_code == 200
     assert engine.bodies("/v1/completions")[0]["model"] == "b"
 
 
@@ -285,7 +286,7 @@ def test_a_real_closed_port_is_a_503(compile_cache: str) -> None:
     backend = OpenAIBackend(EngineSettings(f"http://127.0.0.1:{port}"), "m")
     cfg = ServeConfig(compile_host=False, compile_cache_dir=compile_cache)
     with TestClient(app=create_app(cfg, backend, model_info=ModelInfo(name="m"))) as client:
-        r = client.post("/v1/chat/completions", json={"messages": CHAT})
+        r = client.post("/v1/chat/completions", json={"model": "m", "messages": CHAT})
     assert r.status_code == 503 and "cannot be reached" in r.json()["detail"] and "retry-after" in r.headers
 
 

@@ -23,7 +23,8 @@ def test_served_requests_are_logged_as_a_table_and_a_dataset(client_for, good_te
         auth = {"Authorization": f"Bearer {key}"}
         kernel = client.post("/v1/kernels/generate", json={"reference_code": seed_reference, "repair_attempts": 0},
                              headers={**auth, "X-Request-Id": "req-1"})
-        chat = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "ELU"}]},
+        chat = client.post("/v1/chat/completions", json={"model": "models:/kernelwright-coder@champion",
+                                                          "messages": [{"role": "user", "content": "ELU"}]},
                            headers=auth)
     assert kernel.status_code == 200 and chat.status_code == 200
     store = MlflowClient(uri)

@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import Any
 
 from kernelwright.cuda.pch import use_header
+from kernelwright.verifier.build_failure import build_failure
 
 
 class Rejected(Exception):
@@ -163,10 +164,14 @@ def _where(exc: BaseException) -> str:
 
 
 def classify_failure(exc: BaseException) -> tuple[str, str]:
-    """(reason, detail) of an exception the candidate's code raised: out of memory, an illegal
-    address, a launch failure (by the CUDA error code torch carries), or any other exception."""
+    """(reason, detail) of an exception the candidate's code raised: a build that failed (a lazy
+    build too: `build_failure`, its stage and first error), out of memory, an illegal address, a
+    launch failure (by the CUDA error code torch carries), or any other exception."""
     import torch
 
+    failure = build_failure(exc)
+    if failure is not None:
+        return "compile_error", failure.detail()
     text = f"{type(exc).__name__}: {str(exc)[-1500:]}{_where(exc)}"
     if isinstance(exc, torch.OutOfMemoryError | MemoryError):
         return "out_of_memory", text

@@ -35,6 +35,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kernelwright.verifier.build_failure import build_failure
 from kernelwright.verifier.channel import RunnerEnd, save_output
 from kernelwright.verifier.guard import HarnessGuard
 from kernelwright.verifier.inputs import clone, draw_check_inputs, draw_inputs, poison
@@ -96,7 +97,9 @@ class Runner:
             with profiler_started_alongside(bool(self.settings["profiler_warm_up"])):
                 self.candidate = import_file(Path(self.settings["candidate"]), "kw_candidate")
         except Exception as exc:  # noqa: BLE001 - any import failure of the candidate is its compile error
-            raise Rejected("compile_error", f"{type(exc).__name__}: {str(exc)[-1500:]}") from None
+            failure = build_failure(exc)  # the stage that failed and the compiler's first error
+            raise Rejected("compile_error", failure.detail() if failure is not None else
+                           f"{type(exc).__name__}: {str(exc)[-1500:]}") from None
         compile_s = time.perf_counter() - start
         guard.check()
         if not hasattr(self.candidate, "ModelNew"):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
+from kernelwright.curation.heatmap import token_colour
 from kernelwright.curation.heatmap_png import _cells, weight_heatmap_png
 from kernelwright.curation.samples import _spread_stats
 
@@ -19,11 +20,13 @@ def _decode(ids: list[int]) -> str:
     return TEXT[ids[0]]
 
 
-def test_cells_follow_lines_and_roles() -> None:
+def test_cells_follow_lines_and_take_the_html_colours() -> None:
     cells = _cells(ROW, _decode, max_lines=10, max_cols=80)
-    assert cells == [(0, 0, "import torch", "masked"), (1, 0, "__syncthreads", "region"), (1, 13, "();", "sensitive"),
-                     (2, 0, "    ", "sensitive"),
-                     (2, 4, "x", "heavy")]
+    masked, region, sensitive = token_colour("masked", 0.0), token_colour("region", 1.2), token_colour("sensitive", 1.2)
+    assert cells == [(0, 0, "import torch", masked), (1, 0, "__syncthreads", region), (1, 13, "();", sensitive),
+                     (2, 0, "    ", sensitive),
+                     (2, 4, "x", token_colour("kept", 1.8))]
+    assert len({c[3] for c in cells}) == 4
 
 
 def test_png_is_written(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The `hf` backend with `batching: continuous` (the default): transformers' continuous batching.
+"""The `hf` backend with continuous batching (`batching: auto` or `continuous`, on a model whose layers
+transformers' paged cache can hold: `paged_cache_refuses`): transformers' continuous batching.
 
 One `ContinuousBatchingManager` (transformers' engine, from `model.init_continuous_batching`)
 runs its generation loop on its own thread for the life of the backend. Every candidate of every
@@ -69,6 +70,22 @@ class EngineSizes:
         if self.max_requests_per_batch:
             return self.max_requests_per_batch
         return CPU_REQUESTS_PER_BATCH if device.type == "cpu" else None
+
+
+def paged_cache_refuses(config: Any) -> list[str]:
+    """The layer types of a model that transformers' paged cache (continuous batching) cannot hold; [] when none.
+
+    The engine's cache reads the text config's `layer_types` (none: every layer full attention, or
+    sliding attention when it has a sliding window) and has an allocator for full and sliding attention
+    only: another type (an LFM2 model's short convolutions, "conv") stops its start."""
+    try:
+        from transformers.generation.continuous_batching.cache import ATTN_TYPE_TO_ALLOCATOR
+
+        held = set(ATTN_TYPE_TO_ALLOCATOR)
+    except ImportError:  # another transformers layout: the two attention types the engine has always held
+        held = {"full_attention", "sliding_attention"}
+    layer_types = getattr(config.get_text_config(), "layer_types", None) or []
+    return list(dict.fromkeys(str(t) for t in layer_types if t not in held))
 
 
 def processor_kwargs(sampling: Sampling, vocab_size: int) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from kernelwright.workdir import TRACKING_URI_HELP, redacted
 
 DEFAULT_MODEL = "models:/kernelwright-coder@champion"
 KEYS_ENV = "KERNELWRIGHT_API_KEYS"
+BATCHING = ("auto", "continuous", "sequential")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -52,11 +53,21 @@ class ServeConfig:
         "help": "Seconds /readyz trusts the openai backend's engine's last answer to its /v1/models before asking "
                 "again (an engine that stopped answering makes /readyz 503, and 200 again once it answers). 0: ask "
                 "at every /readyz."})
-    batching: str = field(default="continuous", metadata={
-        "help": "How the hf backend shares the model between requests. continuous: transformers' continuous "
-                "batching (the tokens of every request in flight share each forward pass; per-request temperature "
-                "and top_p; a seed with temperature > 0 answers 400, as it cannot be honoured there). sequential: "
-                "transformers generate on one worker thread, one request's candidates at a time (honours seed)."})
+    batching: str = field(default="auto", metadata={
+        "help": "How the hf backend shares the model between requests. auto: continuous where the model allows "
+                "it, else sequential (a model with layers transformers' paged cache cannot hold, such as LFM2's "
+                "short convolutions; a warning at start-up says so). continuous: transformers' continuous batching "
+                "(the tokens of every request in flight share each forward pass; per-request temperature and "
+                "top_p; a seed with temperature > 0 answers 400, as it cannot be honoured there); a model it "
+                "cannot hold is served sequential, with the same warning. sequential: transformers generate on one "
+                "worker thread, the waiting requests of the same sampling batched into one call (see "
+                "max_batch_sequences); honours seed."})
+    max_batch_sequences: int = field(default=32, metadata={
+        "help": "With sequential batching, most sequences (candidates, of all requests together) one generate "
+                "call takes: requests waiting while the model is busy join the next call when they are greedy, or "
+                "sample with the same temperature and top_p and no seed (a seeded one runs alone); each stops at "
+                "its own max_new_tokens. A request's own candidates always run together. 0: one request at a "
+                "time."})
     cb_num_blocks: int = field(default=256, metadata={
         "help": "KV-cache blocks of the continuous-batching engine, each cb_page_size tokens of every layer: "
                 "blocks x page size tokens for all requests in flight, and the most one completion (prompt + "
@@ -158,11 +169,13 @@ class ServeConfig:
             raise ValueError("max_queue must be 0 (no limit) or more, compile_workers 1 or more")
         if self.compile_host_frontend not in HOST_FRONTENDS:
             raise ValueError(f"compile_host_frontend must be auto, libclang or gcc, not {self.compile_host_frontend!r}")
-        if self.batching not in ("continuous", "sequential"):
-            raise ValueError(f"batching must be continuous or sequential, not {self.batching!r}")
+        if self.batching not in BATCHING:
+            raise ValueError(f"batching must be auto, continuous or sequential, not {self.batching!r}")
         if min(self.cb_num_blocks, self.cb_max_batch_tokens, self.cb_max_requests_per_batch) < 0:
             raise ValueError("cb_num_blocks, cb_max_batch_tokens and cb_max_requests_per_batch must be 0 "
                              "(transformers' sizing) or more")
+        if self.max_batch_sequences < 0:
+            raise ValueError("max_batch_sequences must be 0 (one request at a time) or more")
         if self.cb_page_size < 4:
             raise ValueError("cb_page_size must be 4 or more")
         if self.backend not in ("hf", "openai") and not self.backend.startswith("scripted:"):

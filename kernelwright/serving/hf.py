@@ -1,73 +1,42 @@
-"""The `hf` backend with `batching: sequential`: transformers' own `generate` on the loaded model.
+"""The `hf` backend without continuous batching (`batching: sequential`, or `auto` on a model the engine
+cannot hold): transformers' own `generate` on the loaded model, with dynamic batching.
 
-Generation runs in one dedicated worker thread: requests are served one batch at a time (a
-request's n candidates are one batch), in arrival order, and the event loop stays free for health
-checks, queue answers and streaming. Streaming uses `TextIteratorStreamer`; a client that goes
-away (streaming or not) stops its generation at the next token.
+Prompts are tokenized on the event loop (a prompt too long for the context answers 400 before it
+waits); generation runs on one worker thread (generate_queue.py), where the requests waiting when
+the model is free and whose sampling is compatible share one left-padded `generate` call, up to
+`max_batch_sequences` candidates (0: one request at a time). A seeded request with temperature > 0
+runs alone, so `seed` is honoured. The event loop stays free for health checks, queue answers and
+streaming. A client that goes away (streaming or not) takes its rows out at the next token; the
+other requests of its batch go on.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
+import weakref
 from collections.abc import AsyncIterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
-
 from kernelwright.serving.backend import Completion, Prompt, PromptTooLong, Sampling
+from kernelwright.serving.batching import TextDeltas
+from kernelwright.serving.config import ServeConfig
+from kernelwright.serving.generate_queue import GenerateQueue, Job
 
 
-class _StopWhen(StoppingCriteria):
-    def __init__(self, event: threading.Event) -> None:
-        self.event = event
-
-    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> bool:
-        return self.event.is_set()
-
-
-def _generation_kwargs(tok: Any, sampling: Sampling) -> dict[str, Any]:
-    sample = sampling.temperature > 0
-    return {
-        "max_new_tokens": sampling.max_new_tokens,
-        "do_sample": sample,
-        "temperature": sampling.temperature if sample else None,
-        "top_p": sampling.top_p if sample else None,
-        "top_k": None,
-        "pad_token_id": tok.pad_token_id,
-        "eos_token_id": tok.eos_token_id,
-    }
-
-
-def _seed(sampling: Sampling) -> None:
-    if sampling.seed is not None:
-        torch.manual_seed(sampling.seed)
-
-
-def _new_length(row: list[int], eos: int | None, pad: int | None) -> int:
-    """Tokens generated in one output row: up to and including the first end-of-sequence token."""
-    for i, t in enumerate(row):
-        if t == eos:
-            return i + 1
-        if t == pad:
-            return i
-    return len(row)
-
-
-@dataclass
 class HFServingBackend:
-    model: Any
-    tokenizer: Any
-    _pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "kernelwright-generate"))
+    def __init__(self, model: Any, tokenizer: Any, max_batch_sequences: int = ServeConfig.max_batch_sequences) -> None:
+        self.model, self.tokenizer = model, tokenizer
+        self.eos: int | None = tokenizer.eos_token_id
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos
+        self.queue = GenerateQueue(model, self.eos, 0 if pad is None else int(pad), max_batch_sequences)
+        weakref.finalize(self, self.queue.close)  # a backend let go of (the old version after a reload)
 
     def check_sampling(self, sampling: Sampling) -> None:
-        """Every setting is honoured: seed reseeds torch before the request's generate."""
+        """Every setting is honoured: a seeded request with temperature > 0 is generated alone, after reseeding."""
 
     def close(self) -> None:
-        """Nothing to stop: the worker thread idles until the process ends."""
+        """Requests still waiting answer 503, those generating stop at the next token; a later request starts again."""
+        self.queue.close()
 
     async def health(self) -> str | None:
         """The model is in this process: able to generate while the process runs."""
@@ -78,74 +47,57 @@ class HFServingBackend:
             return prompt
         return str(self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False))
 
-    def _encode(self, prompts: Sequence[Prompt], sampling: Sampling) -> Any:
-        """Left-padded input ids (on the worker thread: the tokenizer is shared)."""
-        tok = self.tokenizer
-        tok.padding_side = "left"
-        texts = [self._text(p) for p in prompts]
-        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
+    def _encode(self, prompt: Prompt, sampling: Sampling) -> list[int]:
+        """The prompt's token ids; PromptTooLong when it and the token budget do not fit the context."""
+        ids = [int(i) for i in self.tokenizer(self._text(prompt), add_special_tokens=False)["input_ids"]]
         context = getattr(self.model.config, "max_position_embeddings", None)
-        length = int(enc["input_ids"].shape[1])
-        if context and length + sampling.max_new_tokens > context:
-            raise PromptTooLong(f"the prompt ({length} tokens) and max_new_tokens ({sampling.max_new_tokens}) "
+        if context and len(ids) + sampling.max_new_tokens > context:
+            raise PromptTooLong(f"the prompt ({len(ids)} tokens) and max_new_tokens ({sampling.max_new_tokens}) "
                                 f"exceed the model's context of {context} tokens")
-        return enc
+        return ids
 
-    @torch.inference_mode()
-    def _generate_sync(self, prompts: Sequence[Prompt], sampling: Sampling, stop: threading.Event) -> list[Completion]:
-        tok = self.tokenizer
-        if stop.is_set():  # cancelled while it waited for the worker
-            return []
-        enc = self._encode(prompts, sampling)
-        _seed(sampling)
-        out = self.model.generate(**enc, **_generation_kwargs(tok, sampling),
-                                  stopping_criteria=StoppingCriteriaList([_StopWhen(stop)]))
-        start = enc["input_ids"].shape[1]
-        prompt_lengths = enc["attention_mask"].sum(dim=1).tolist()
-        completions = []
-        for row, n_prompt in zip(out[:, start:].tolist(), prompt_lengths, strict=True):
-            n = _new_length(row, tok.eos_token_id, tok.pad_token_id)
-            text = tok.decode(row[:n], skip_special_tokens=True)
-            finish = "length" if n >= sampling.max_new_tokens and row[n - 1] != tok.eos_token_id else "stop"
-            completions.append(Completion(text, int(n_prompt), n, finish))
-        return completions
+    def _submit(self, prompts: Sequence[Prompt], sampling: Sampling, streaming: bool) -> Job:
+        encoded = [self._encode(p, sampling) for p in prompts]
+        job = Job(encoded, sampling, streaming, asyncio.get_running_loop())
+        self.queue.submit(job)
+        return job
+
+    def _completion(self, n_prompt: int, tokens: list[int], sampling: Sampling) -> Completion:
+        text = str(self.tokenizer.decode(tokens, skip_special_tokens=True))
+        ended = bool(tokens) and tokens[-1] == self.eos
+        finish = "length" if not ended and len(tokens) >= sampling.max_new_tokens else "stop"
+        return Completion(text, n_prompt, len(tokens), finish)
 
     async def generate(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
-        """The completions; a cancelled caller (its client went away) stops the generation at the next token."""
-        loop, stop = asyncio.get_running_loop(), threading.Event()
+        """The completions; a cancelled caller (its client went away) takes its rows out at the next token."""
+        job = self._submit(prompts, sampling, streaming=False)
         try:
-            return await loop.run_in_executor(self._pool, self._generate_sync, list(prompts), sampling, stop)
+            rows = await job.result()
         finally:
-            stop.set()
-
-    @torch.inference_mode()
-    def _stream_sync(self, prompt: Prompt, sampling: Sampling, streamer: Any, stop: threading.Event,
-                     counts: list[int]) -> None:
-        tok = self.tokenizer
-        try:
-            enc = self._encode([prompt], sampling)
-            counts.append(int(enc["attention_mask"].sum()))
-            _seed(sampling)
-            out = self.model.generate(**enc, **_generation_kwargs(tok, sampling), streamer=streamer,
-                                      stopping_criteria=StoppingCriteriaList([_StopWhen(stop)]))
-            counts.append(_new_length(out[0, enc["input_ids"].shape[1]:].tolist(), tok.eos_token_id,
-                                      tok.pad_token_id))
-        finally:
-            streamer.end()
+            job.cancelled.set()  # a no-op once its rows are done
+        return [self._completion(len(ids), row, sampling) for ids, row in zip(job.prompts, rows, strict=True)]
 
     async def stream(self, prompt: Prompt, sampling: Sampling) -> AsyncIterator[str | Completion]:
-        streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
-        stop, counts, pieces = threading.Event(), list[int](), list[str]()
-        loop = asyncio.get_running_loop()
-        job = loop.run_in_executor(self._pool, self._stream_sync, prompt, sampling, streamer, stop, counts)
+        """Text deltas as the tokens come, then the whole completion."""
+        job = self._submit([prompt], sampling, streaming=True)
+        deltas, tokens = TextDeltas(self.tokenizer), list[int]()
         try:
-            while (piece := await asyncio.to_thread(next, streamer, None)) is not None:
-                if piece:
-                    pieces.append(piece)
+            while True:
+                event = await job.events.get()
+                while isinstance(event, int) and not job.events.empty():  # decode once for what has come
+                    tokens.append(event)
+                    event = job.events.get_nowait()
+                if isinstance(event, BaseException):
+                    raise event
+                if isinstance(event, list):
+                    rows = event
+                    break
+                tokens.append(event)
+                if piece := deltas.update(tokens):
                     yield piece
-            await job
         finally:
-            stop.set()
-        n_prompt, n = counts[0], counts[1]
-        finish = "length" if n >= sampling.max_new_tokens else "stop"
-        yield Completion("".join(pieces), n_prompt, n, finish)
+            job.cancelled.set()
+        done = self._completion(len(job.prompts[0]), rows[0], sampling)
+        if piece := deltas.update(rows[0]) + deltas.rest():
+            yield piece
+        yield done

@@ -96,12 +96,28 @@ def default_loader(cfg: ServeConfig) -> Loader:
     return load_hf
 
 
-def hf_backend(model: Any, tokenizer: Any, cfg: ServeConfig) -> ServingBackend:
-    """The loaded model behind `cfg.batching`: transformers' continuous batching, or generate one at a time."""
+def batching_for(model: Any, cfg: ServeConfig, name: str) -> str:
+    """continuous or sequential: what `cfg.batching` asks for, where the model allows it (a warning where not)."""
     if cfg.batching == "sequential":
+        return "sequential"
+    from kernelwright.serving.batching import paged_cache_refuses
+
+    refused = paged_cache_refuses(model.config)
+    if not refused:
+        return "continuous"
+    asked = " (asked for: continuous)" if cfg.batching == "continuous" else ""
+    log.warning("%s has %s layers, which transformers' continuous batching cannot hold: serving it with sequential "
+                "batching (generate on one worker thread, waiting requests of the same sampling batched together)%s",
+                name, ", ".join(refused), asked)
+    return "sequential"
+
+
+def hf_backend(model: Any, tokenizer: Any, cfg: ServeConfig, batching: str | None = None) -> ServingBackend:
+    """The loaded model behind `batching` (continuous or sequential; None: `batching_for` the model)."""
+    if (batching or batching_for(model, cfg, "the model")) == "sequential":
         from kernelwright.serving.hf import HFServingBackend
 
-        return HFServingBackend(model, tokenizer)
+        return HFServingBackend(model, tokenizer, cfg.max_batch_sequences)
     from kernelwright.serving.batching import ContinuousBatchingBackend, EngineSizes
 
     sizes = EngineSizes(cfg.cb_num_blocks, cfg.cb_page_size, cfg.cb_max_batch_tokens, cfg.cb_max_requests_per_batch,
@@ -111,8 +127,10 @@ def hf_backend(model: Any, tokenizer: Any, cfg: ServeConfig) -> ServingBackend:
 
 def _load_hf(ref: ModelRef, info: ModelInfo, cfg: ServeConfig) -> tuple[ServingBackend, ModelInfo]:
     model, tokenizer = load_model(ref)
-    backend = hf_backend(model, tokenizer, cfg)
-    log.info("loaded %s (version %s), %s batching", info.name, info.version, cfg.batching)
+    name = f"{info.name} version {info.version}" if info.version else info.name
+    batching = batching_for(model, cfg, name)
+    backend = hf_backend(model, tokenizer, cfg, batching)
+    log.info("loaded %s, %s batching", name, batching)
     return backend, info
 
 

@@ -21,7 +21,13 @@ from litestar.testing import TestClient
 from kernelwright.serving import metrics
 from kernelwright.serving.app import create_app
 from kernelwright.serving.backend import Completion, PromptTooLong, Sampling, SamplingRefused
-from kernelwright.serving.batching import ContinuousBatchingBackend, EngineSizes, GenerationFailed, TextDeltas
+from kernelwright.serving.batching import (
+    ContinuousBatchingBackend,
+    EngineSizes,
+    GenerationFailed,
+    TextDeltas,
+    paged_cache_refuses,
+)
 from kernelwright.serving.config import ServeConfig
 
 PROMPT = "__global__ void relu(float* x, int n) {"
@@ -249,9 +255,23 @@ def test_streamed_choices_come_together_and_each_ends_with_its_compile_result(en
     assert texts[0] and texts[1]
 
 
+def test_layer_types_the_paged_cache_cannot_hold_are_named() -> None:
+    from transformers import AutoConfig
+
+    lfm2 = AutoConfig.for_model("lfm2", num_hidden_layers=3, layer_types=["conv", "full_attention", "conv"])
+    assert paged_cache_refuses(lfm2) == ["conv"]
+    assert paged_cache_refuses(AutoConfig.for_model("qwen2", num_hidden_layers=2)) == []  # no layer_types: full
+    gemma = AutoConfig.for_model("gemma3_text", num_hidden_layers=2, layer_types=["sliding_attention",
+                                                                                  "full_attention"])
+    assert paged_cache_refuses(gemma) == []
+
+
 def test_serve_config_rejects_unknown_batching_and_negative_sizes() -> None:
-    with pytest.raises(ValueError, match="continuous or sequential"):
+    assert ServeConfig().batching == "auto"
+    with pytest.raises(ValueError, match="auto, continuous or sequential"):
         ServeConfig(batching="dynamic")
+    with pytest.raises(ValueError, match="max_batch_sequences"):
+        ServeConfig(max_batch_sequences=-1)
     with pytest.raises(ValueError, match="cb_num_blocks"):
         ServeConfig(cb_num_blocks=-1)
     with pytest.raises(ValueError, match="cb_page_size"):

@@ -1,8 +1,12 @@
-"""A real tiny model loaded through the lifespan; alias fallback; the CLI's checks before serving."""
+"""Real models loaded through the lifespan (a tiny Qwen2 folder; the pipeline's kind, LFM2, from the registry);
+alias fallback; the CLI's checks before serving."""
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,7 @@ from kernelwright.serve import preflight
 from kernelwright.serving import loading
 from kernelwright.serving.app import create_app
 from kernelwright.serving.config import ServeConfig
+from tests.serving.pipeline_model import micro_base, register_candidate
 
 
 def _ready(client: TestClient, seconds: float = 60) -> None:
@@ -61,6 +66,66 @@ def test_a_prompt_over_the_context_is_a_400_not_a_500(tiny_model_dir: Path, batc
     assert plain.status_code == 400 and "context" in plain.json()["detail"]
     assert plain.json()["error"]["param"] == "max_new_tokens"
     assert '"error"' in streamed.text and "context" in streamed.text
+
+
+@contextmanager
+def _records(logger: logging.Logger) -> Iterator[list[logging.LogRecord]]:
+    """What `logger` logs meanwhile (on the logger itself: the app's logging set-up replaces the root's handlers)."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+
+
+@pytest.fixture(scope="module")
+def registered_micro(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The pipeline's kind of model (LFM2 micro base) registered as kernelwright-coder @candidate: the store's URI."""
+    folder = tmp_path_factory.mktemp("registry")
+    return register_candidate(micro_base(tmp_path_factory), folder)
+
+
+@pytest.mark.parametrize("batching", [None, "continuous"])
+def test_the_pipelines_kind_of_model_is_served_from_the_registry(registered_micro: str, batching: str | None,
+                                                                 compile_cache: str) -> None:
+    """A model with short-convolution layers becomes ready on the default config, served sequentially with a notice
+    (an explicit `continuous` too), and answers the kernel route, a chat and a stream."""
+    extra = {"batching": batching} if batching else {}
+    cfg = ServeConfig(model="models:/kernelwright-coder@candidate", tracking_uri=registered_micro,
+                      default_max_new_tokens=8, compile_host=False, compile_cache_dir=compile_cache,
+                      reload_interval_s=0, **extra)
+    chat = {"model": "kernelwright-coder", "messages": [{"role": "user", "content": "relu"}], "max_tokens": 6,
+            "temperature": 0}
+    with _records(loading.log) as records, TestClient(app=create_app(cfg)) as client:
+        _ready(client)
+        kernel = client.post("/v1/kernels/generate", json={"instruction": "Write a ReLU kernel.", "n": 2})
+        plain = client.post("/v1/chat/completions", json=chat)
+        streamed = client.post("/v1/chat/completions", json={**chat, "stream": True})
+        seeded = client.post("/v1/chat/completions", json={**chat, "temperature": 0.8, "seed": 3})
+    assert kernel.status_code == 200, kernel.text
+    model = kernel.json()["model"]
+    assert (model["name"], model["version"], model["alias"]) == ("kernelwright-coder", "1", "candidate")
+    assert all(c["compile"] is not None for c in kernel.json()["candidates"])
+    assert plain.status_code == 200 and plain.json()["usage"]["completion_tokens"] > 0, plain.text
+    assert streamed.status_code == 200 and streamed.text.rstrip().endswith("data: [DONE]")
+    assert seeded.status_code == 200  # a seed with temperature > 0 is honoured, not refused
+    (notice,) = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert "kernelwright-coder version 1 has conv layers" in notice and "sequential" in notice
+    assert ("asked for: continuous" in notice) == (batching == "continuous")
+
+
+def test_batching_for_keeps_continuous_for_attention_only_models(tiny_model_dir: Path) -> None:
+    from kernelwright.models import load_base_model
+
+    model = load_base_model(tiny_model_dir)
+    with _records(loading.log) as records:
+        for batching in ("auto", "continuous"):
+            assert loading.batching_for(model, ServeConfig(batching=batching), "tiny") == "continuous"
+        assert loading.batching_for(model, ServeConfig(batching="sequential"), "tiny") == "sequential"
+    assert not records
 
 
 def test_champion_falls_back_to_candidate(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,219 @@
+"""The `hf` backend's generation queue without continuous batching: waiting requests share one `generate`.
+
+One worker thread takes the request at the head of the queue and, with it, every waiting request
+whose sampling is compatible (`batch_key`: greedy requests together; sampled ones with the same
+temperature and top_p; a sampled request with a seed always alone, so its seed draws the same
+tokens whatever else waits), while the rows (candidates) of the batch stay within
+`max_batch_sequences`. Their prompts go into one left-padded `generate` call with the largest token
+budget of the batch; each row stops at its own budget or end-of-sequence token (`_RowsDone`, a
+per-row stopping criterion, so the call ends when every row has), and its tokens are cut there.
+
+Streamed requests get their tokens as each step makes them (`_RowStreamer`). A request whose
+caller is cancelled (its client went away) has its rows marked done at the next step; the other
+rows of its batch go on. Results and tokens come back on the caller's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers.generation.streamers import BaseStreamer
+
+from kernelwright.serving.backend import EngineBusy, Sampling
+
+log = logging.getLogger(__name__)
+JOIN_TIMEOUT_S = 10.0
+# what a job's events carry: a streamed token, the finished rows' tokens, or the error that failed the batch
+Event = int | list[list[int]] | BaseException
+
+
+def batch_key(sampling: Sampling) -> tuple[Any, ...] | None:
+    """Requests with equal keys can share a generate call; None: this one runs alone."""
+    if sampling.temperature <= 0:
+        return ("greedy",)  # a seed changes nothing when greedy
+    if sampling.seed is not None:
+        return None
+    return ("sample", float(sampling.temperature), float(sampling.top_p))
+
+
+@dataclass(eq=False)
+class Job:
+    """One request's prompts (token ids), its sampling, and where its tokens and results go."""
+
+    prompts: list[list[int]]
+    sampling: Sampling
+    streaming: bool
+    loop: asyncio.AbstractEventLoop
+    events: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    closed: bool = False  # cut short by the queue's close
+
+    def post(self, event: Event) -> None:
+        """Hand an event to the caller's loop (from the worker thread); a closed loop means the caller is gone."""
+        try:
+            self.loop.call_soon_threadsafe(self.events.put_nowait, event)
+        except RuntimeError:
+            self.cancelled.set()
+
+    async def result(self) -> list[list[int]]:
+        """Each prompt's generated tokens (streamed tokens are skipped); the batch's error is raised."""
+        while True:
+            event = await self.events.get()
+            if isinstance(event, BaseException):
+                raise event
+            if isinstance(event, list):
+                return event
+
+
+def _shutting_down() -> EngineBusy:
+    return EngineBusy("the server is shutting down: retry later")
+
+
+def _cut(row: Sequence[int], budget: int, eos: int | None) -> list[int]:
+    """A row's tokens up to its own budget, and up to and including its first end-of-sequence token."""
+    tokens = list(row[:budget])
+    if eos is not None and eos in tokens:
+        return tokens[:tokens.index(eos) + 1]
+    return tokens
+
+
+class _RowsDone(StoppingCriteria):
+    """Per row: done once it has its own budget of new tokens, or its request was cancelled."""
+
+    def __init__(self, width: int, budgets: list[int], cancelled: list[threading.Event]) -> None:
+        self.width, self.budgets, self.cancelled = width, budgets, cancelled
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+        made = input_ids.shape[1] - self.width
+        done = [made >= b or c.is_set() for b, c in zip(self.budgets, self.cancelled, strict=True)]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)  # type: ignore[return-value]
+
+
+class _RowStreamer(BaseStreamer):
+    """Hands each new token of a streamed request's row to its caller until that row is done."""
+
+    def __init__(self, owners: list[Job], budgets: list[int], eos: int | None) -> None:
+        self.owners, self.budgets, self.eos = owners, budgets, eos
+        self.made = [0] * len(owners)
+        self.done = [not job.streaming for job in owners]
+
+    def put(self, value: torch.Tensor) -> None:
+        if value.dim() > 1:  # the prompt, given first
+            return
+        for i, token in enumerate(value.tolist()):
+            if self.done[i]:
+                continue
+            self.made[i] += 1
+            job = self.owners[i]
+            job.post(int(token))
+            self.done[i] = token == self.eos or self.made[i] >= self.budgets[i] or job.cancelled.is_set()
+
+    def end(self) -> None:
+        """The finished rows are posted by the worker once generate returns."""
+
+
+class GenerateQueue:
+    """Jobs waiting for the model, and the worker thread that batches and generates them."""
+
+    def __init__(self, model: Any, eos: int | None, pad: int, max_batch_sequences: int) -> None:
+        self.model, self.eos, self.pad, self.max_batch_sequences = model, eos, pad, max_batch_sequences
+        self._jobs: deque[Job] = deque()
+        self._running: list[Job] = []
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    def submit(self, job: Job) -> None:
+        with self._cond:
+            self._stopping = False
+            self._jobs.append(job)
+            if self._thread is None:  # the first job, or the first since close: a fresh worker
+                self._thread = threading.Thread(target=self._work, name="kernelwright-generate", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def close(self) -> None:
+        """Fail the waiting jobs (503), cancel the running ones, and let the worker end; a later job starts one."""
+        with self._cond:
+            self._stopping = True
+            waiting, self._jobs = list(self._jobs), deque()
+            for job in self._running:
+                job.closed = True
+                job.cancelled.set()
+            thread = self._thread
+            self._cond.notify_all()
+        for job in waiting:
+            job.post(_shutting_down())
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(JOIN_TIMEOUT_S)
+
+    def _take(self) -> list[Job] | None:
+        """The head job and the waiting jobs that can share its generate call; None when the worker should end."""
+        with self._cond:
+            while True:
+                while self._jobs and self._jobs[0].cancelled.is_set():
+                    self._jobs.popleft()
+                if self._jobs:
+                    break
+                if self._stopping:
+                    self._thread = None
+                    return None
+                self._cond.wait()
+            batch = [self._jobs.popleft()]
+            key, rows = batch_key(batch[0].sampling), len(batch[0].prompts)
+            if key is not None:
+                for job in list(self._jobs):
+                    fits = rows + len(job.prompts) <= self.max_batch_sequences
+                    if fits and batch_key(job.sampling) == key and not job.cancelled.is_set():
+                        self._jobs.remove(job)
+                        batch.append(job)
+                        rows += len(job.prompts)
+            self._running = batch
+            return batch
+
+    def _work(self) -> None:
+        while (batch := self._take()) is not None:
+            try:
+                rows = self._generate(batch)
+            except Exception as exc:  # the batch's callers get the error (a 500); the worker goes on
+                log.exception("generation failed for a batch of %d requests", len(batch))
+                for job in batch:
+                    job.post(exc)
+                continue
+            finally:
+                with self._cond:
+                    self._running = []
+            for job in batch:  # a job cut short by close gets no answer but that
+                job.post(_shutting_down() if job.closed else rows[:len(job.prompts)])
+                rows = rows[len(job.prompts):]
+
+    @torch.inference_mode()
+    def _generate(self, batch: list[Job]) -> list[list[int]]:
+        owners = [job for job in batch for _ in job.prompts]
+        prompts = [ids for job in batch for ids in job.prompts]
+        budgets = [job.sampling.max_new_tokens for job in owners]
+        width = max(len(ids) for ids in prompts)
+        device = self.model.device
+        input_ids = torch.tensor([[self.pad] * (width - len(ids)) + ids for ids in prompts], device=device)
+        mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], device=device)
+        sampling = batch[0].sampling
+        if sampling.seed is not None and sampling.temperature > 0:  # alone in its batch (batch_key)
+            torch.manual_seed(sampling.seed)
+        sample = sampling.temperature > 0
+        streamer = _RowStreamer(owners, budgets, self.eos) if any(job.streaming for job in batch) else None
+        if len(batch) > 1:
+            log.debug("one generate call for %d requests (%d sequences)", len(batch), len(prompts))
+        out = self.model.generate(
+            input_ids=input_ids, attention_mask=mask, max_new_tokens=max(budgets), do_sample=sample,
+            temperature=sampling.temperature if sample else None, top_p=sampling.top_p if sample else None,
+            top_k=None, pad_token_id=self.pad, eos_token_id=self.eos, streamer=streamer,
+            stopping_criteria=StoppingCriteriaList([_RowsDone(width, budgets, [j.cancelled for j in owners])]))
+        return [_cut(row, budget, self.eos) for row, budget in zip(out[:, width:].tolist(), budgets, strict=True)]

@@ -193,3 +193,19 @@ def test_an_unmeasured_problem_is_admitted_at_the_unknown_estimate(judged: dict[
     judged["outcomes"] = [("ok", "exit")]
     verify.run_worker(_spec(tmp_path), 10.0)
     assert asked == [estimate_bytes(None)]
+
+
+@pytest.mark.gpu
+def test_the_first_judge_of_a_problem_measures_and_caches_its_reference_peak_on_gpu(tmp_path: Path) -> None:
+    from kernelwright.verifier.verify import verify_many
+
+    fixtures = Path(__file__).parent.parent / "fixtures" / "verify"
+    cfg = verify.VerifyConfig(problem=str(fixtures / "problems" / "affine.py"),
+                              candidate=str(fixtures / "candidates" / "honest_affine.py"), compile_baseline=False,
+                              build_cache=str(tmp_path / "builds"))
+    assert admission.read_peak(cfg.build_cache, cfg.problem) is None
+    verdict = verify_many([cfg], jobs=1)[0]
+    assert verdict.correct, verdict.detail
+    peak = admission.read_peak(cfg.build_cache, cfg.problem)
+    assert peak is not None and 4096 * 256 * 4 <= peak < 1 << 30  # its largest shape's input and output, float32
+    assert "gpu_wait" in verdict.phase_s and verdict.contention == []

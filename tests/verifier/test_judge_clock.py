@@ -193,3 +193,34 @@ def test_the_runners_batch_draws_each_calls_inputs_just_before_the_call(
     saved = r.save_wall({"keep": False, "indices": [2, 0], "release": True})["kept"]  # this one was slower
     assert [i for i, _ in saved] == [2, 0] and r.wall_kept == [] and r.wall_held == []
     assert (tmp_path / "out" / saved[0][1]["file"]).read_bytes() == torch.full((2,), 24.0).numpy().tobytes()
+
+
+NATIVE = ["honest_spin_10us.py", "honest_spin_300us.py", "native_runtime_timer_10us.py",
+          "native_runtime_timer_300us.py", "native_driver_clock_10us.py", "native_driver_clock_300us.py"]
+
+
+@pytest.mark.gpu
+def test_native_timer_patches_are_inconsistent_and_their_honest_twins_agree_on_gpu(tmp_path: Path) -> None:
+    """The timer functions replaced natively at load time, on a 10 us and a 0.3 ms kernel: rejected;
+    the same kernels honest: correct, the judge's estimate within the bound of the timer, the speedup
+    no more than the estimate supports."""
+    import json
+
+    from kernelwright.verifier.verify import VerifyConfig, verify_many
+
+    fixtures = Path(__file__).parent.parent / "fixtures" / "verify"
+    expected = json.loads((fixtures / "expected.json").read_text())
+    cfgs = [VerifyConfig(problem=str(fixtures / "problems" / expected[n]["problem"]),
+                         candidate=str(fixtures / "candidates" / n), compile_baseline=False,
+                         build_cache=str(tmp_path / "builds"), timeout_s=240.0) for n in NATIVE]
+    verdicts = dict(zip(NATIVE, verify_many(cfgs, jobs=len(cfgs)), strict=True))
+    (tmp_path / "verdicts.json").write_text(json.dumps({n: v.to_json() for n, v in verdicts.items()}, indent=1))
+    assert {n: v.reason for n, v in verdicts.items()} == {n: expected[n]["reason"] for n in NATIVE}, \
+        {n: v.detail[:300] for n, v in verdicts.items()}
+    for name in NATIVE[:2]:
+        shape = verdicts[name].per_shape[0]
+        assert shape.runtime_ms and shape.wall_runtime_ms is not None and shape.ref_runtime_ms
+        assert not timing.below_bound(shape.runtime_ms, shape.wall_runtime_ms)
+        assert shape.speedup == pytest.approx(timing.bounded_speedup(shape.ref_runtime_ms, shape.runtime_ms,
+                                                                     shape.wall_runtime_ms))
+    assert verdicts["honest_spin_300us.py"].runtime_ms > 0.25  # the kernel waits 0.3 ms on the GPU's clock

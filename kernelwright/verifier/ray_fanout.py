@@ -11,8 +11,11 @@ starts a fresh worker process for every task, so nothing a candidate leaves in a
 next one. A task reserves `gpu_fraction` of one GPU (0.25 by default): builds take most of a
 verification's time, so several candidates build side by side on one GPU, while timing stays one at a
 time on each node: every task on a node takes the same timing lock file (`kw_timing_node_<uid>.lock`
-in the node's temporary folder), where the workers of a local run share one lock file per run. The
-first task on a node builds torch's precompiled header for the others (cuda/pch.py).
+in the node's temporary folder), where the workers of a local run share one lock file per run. GPU
+memory is admitted per node as in a local run: a task waits in its node's ledger for its GPU
+(`kw_gpu_memory_<uid>_<device>.json`, verifier/admission.py) until its memory estimate fits, and an
+out-of-memory beside other tasks is verified again alone. The first task on a node builds torch's
+precompiled header for the others (cuda/pch.py).
 
 The problem and candidate sources travel with each task: a node that cannot read the driver's files
 (no shared file system) verifies copies written to a temporary folder, and a build cache folder it

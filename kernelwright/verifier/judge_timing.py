@@ -37,10 +37,10 @@ from kernelwright.verifier.spec import Progress, Spec
 from kernelwright.verifier.timer import Timer
 from kernelwright.verifier.timing import (
     ATTEMPT_SEEDS,
+    CLOCK_BATCHES,
     DRAW_SLACK,
     TIMED_MEMORY_BYTES,
     TIMING_ATTEMPTS,
-    WALL_BATCHES,
     WALL_CHECKED,
     WALL_CHECKED_BYTES,
     WALL_FIRST_CALLS,
@@ -137,7 +137,7 @@ class CandidateTiming:
 def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget) -> WallEstimate:
     """One call's time on the judge's clock: batches of calls in the runner, each call's inputs drawn
     just before it and its output summed on the host before the next (so each call ends when its
-    output is written), grown until a batch lasts WALL_TARGET_MS; the fastest of WALL_BATCHES, less
+    output is written), grown until a batch lasts WALL_TARGET_MS; the fastest of CLOCK_BATCHES, less
     the cost per call of a no-op batch through the same path (the same draws and sums), which may
     not exceed the judge's own cost of those draws and sums (times DRAW_SLACK) plus the channel's.
     Outputs of the fastest batch, chosen after every batch ran, are checked: each against the sum
@@ -164,7 +164,7 @@ def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget
             break
         calls = grown
     best, best_base, claimed, noops = math.inf, 0, list[Any](), []
-    for _ in range(WALL_BATCHES):
+    for _ in range(CLOCK_BATCHES):
         noops.append(batch(True, calls)[0])
         ms, base, sums = batch(False, calls)
         faster = ms < best
@@ -180,12 +180,12 @@ def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget
 
 def draw_ms(target: ClockTarget, seed: int, calls: int) -> float:
     """The judge's own cost (ms per call) of what a no-op batch does per call: draw the call's
-    inputs, then sum a tensor like its output on the host; the fastest of 3 rounds of `calls`."""
+    inputs, then sum a tensor like its output on the host; the faster of 2 rounds of `calls`."""
     import torch
 
     like = torch.zeros(target.like["shape"], dtype=getattr(torch, target.like["dtype"]), device="cuda")
     best = math.inf
-    for k in range(3):
+    for k in range(2):
         torch.cuda.synchronize()
         start = time.perf_counter()
         for i in range(calls):

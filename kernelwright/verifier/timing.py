@@ -50,6 +50,7 @@ WALL_BATCHES = 5  # batches timed; the fastest counts (another process's kernels
 # far, until the judge has chosen which to check (the last call's and up to WALL_CHECKED - 1 others at
 # random, of the fastest batch, within WALL_CHECKED_BYTES).
 WALL_TARGET_MS = 20.0
+CLOCK_BATCHES = 3  # timed batches (and no-op batches) of the judge's clock; the fastest counts
 WALL_FIRST_CALLS = 1
 WALL_MAX_CALLS = 4096
 WALL_HELD_BYTES = 1 << 30

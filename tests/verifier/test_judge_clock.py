@@ -112,7 +112,7 @@ def test_batches_grow_to_tens_of_ms_and_the_no_op_batch_is_subtracted(clock: Fak
     est = judge_clock(_link(fake), {}, 5000, _target())
     assert est.per_call_ms == pytest.approx(0.010, abs=1e-3)
     assert est.batch_ms >= timing.WALL_TARGET_MS and fake.batches[0] == 1 and est.calls == fake.batches[-1]
-    assert fake.batches[-timing.WALL_BATCHES:] == [est.calls] * timing.WALL_BATCHES
+    assert fake.batches[-timing.CLOCK_BATCHES:] == [est.calls] * timing.CLOCK_BATCHES
     slow = FakeRunner(clock, call_ms=50.0)  # one call lasts long enough: batches of one call
     assert judge_clock(_link(slow), {}, 5000, _target()).per_call_ms == pytest.approx(50.0, rel=1e-3)
     assert set(slow.batches) == {1}

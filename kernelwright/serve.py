@@ -8,17 +8,32 @@
 A model that cannot be resolved (no store, neither @champion nor @candidate, no checkpoint at a
 path) ends the command with exit status 2 before the port is opened; the weights then load in the
 server's lifespan while /healthz already answers.
+
+SIGTERM (or Ctrl-C) drains before uvicorn stops: the port stays open, new /v1 requests answer 503
+with Retry-After and /readyz 503 `draining`, while the requests in flight finish; once none is left,
+or `drain_timeout_s` after the signal, uvicorn closes the port and the connections, cancels what
+is still running, and the process exits. A second signal skips the rest of the drain (uvicorn
+still waits for the remaining requests until the same deadline); a third Ctrl-C stops at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
+import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+
+import uvicorn
+from litestar.datastructures import State
 
 from kernelwright.serving.app import create_app
 from kernelwright.serving.backend import ScriptedBackend
 from kernelwright.serving.config import ServeConfig
+from kernelwright.serving.lifecycle import drain
 from kernelwright.serving.loading import resolve_model, use_store
 
 log = logging.getLogger(__name__)
@@ -43,14 +58,60 @@ def preflight(cfg: ServeConfig) -> str:
     return f"{info.name}{version}{alias}"
 
 
-def run_serve(cfg: ServeConfig, announce: Callable[[str], object] = log.info) -> int:
-    """Check the model, then serve until interrupted (uvicorn handles SIGINT/SIGTERM gracefully)."""
-    import uvicorn
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, which on its first SIGTERM/SIGINT drains the app before it starts to stop.
 
+    uvicorn alone closes its listening socket as soon as the signal comes (new connections are
+    refused); here the app's `draining` state turns on at once and uvicorn's shutdown waits until
+    no request is in flight, or `drain_timeout_s` has passed. uvicorn's own wait for what is left
+    then ends at the same deadline."""
+
+    def __init__(self, config: uvicorn.Config, state: State, drain_timeout_s: float) -> None:
+        super().__init__(config)
+        self.state = state
+        self.drain_timeout_s = drain_timeout_s
+        self.deadline: float | None = None
+        self._signal: int | None = None
+        self._drain: asyncio.Task[None] | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.deadline is not None or not self.started:  # a second signal, or one before serving: uvicorn's way
+            super().handle_exit(sig, frame)
+            return
+        # in a signal handler: flags only; the main loop's next tick starts the drain
+        self.deadline = time.monotonic() + self.drain_timeout_s
+        self.state.draining = True
+        self._signal = sig
+
+    async def on_tick(self, counter: int) -> bool:
+        if self._signal is not None and self._drain is None:
+            self._drain = asyncio.create_task(self._drain_then_exit(self._signal))
+        return await super().on_tick(counter)
+
+    async def _drain_then_exit(self, sig: int) -> None:
+        log.info("draining: new requests answer 503 while %d in flight finish (at most %g s)",
+                 self.state.in_flight, self.drain_timeout_s)
+        await drain(self.state, self.drain_timeout_s)
+        super().handle_exit(sig, None)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.deadline is not None:  # uvicorn waits for what is left only until the drain's deadline
+            self.config.timeout_graceful_shutdown = math.ceil(max(0.0, self.deadline - time.monotonic()))
+        await super().shutdown(sockets)
+
+
+def run_serve(cfg: ServeConfig, announce: Callable[[str], object] = log.info) -> int:
+    """Check the model, then serve until SIGTERM or Ctrl-C, draining before the process exits."""
     what = preflight(cfg)
     if cfg.host not in LOOPBACK and not cfg.keys():
         log.warning("listening on %s without API keys: anyone who can reach the port can generate", cfg.host)
     announce(f"serving {what} on http://{cfg.host}:{cfg.port} (docs at /schema, metrics at /metrics)")
-    uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level=cfg.log_level,
-                timeout_graceful_shutdown=max(1, int(cfg.drain_timeout_s)))
-    return 0
+    app = create_app(cfg)
+    config = uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level,
+                            timeout_graceful_shutdown=math.ceil(cfg.drain_timeout_s))
+    server = DrainingServer(config, app.state, cfg.drain_timeout_s)
+    try:
+        server.run()
+    except KeyboardInterrupt:  # a signal uvicorn passes on once it has shut down
+        pass
+    return 0 if server.started else 1

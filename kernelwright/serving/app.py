@@ -96,8 +96,8 @@ class ServingApp(Litestar):
 def _state(cfg: ServeConfig, backend: ServingBackend | None, info: ModelInfo | None) -> State:
     served = Served(backend, info or ModelInfo(name=cfg.model)) if backend is not None else None
     return State({"cfg": cfg, "api_keys": cfg.keys(), "served": served, "ready": served is not None,
-                  "load_error": None, "started": time.time(),
-                  "in_flight": 0, "draining": False, "request_log": RequestLog(cfg) if cfg.log_requests else None})
+                  "load_error": None, "started": time.time(), "in_flight": 0, "handlers": set(), "draining": False,
+                  "request_log": RequestLog(cfg) if cfg.log_requests else None})
 
 
 def create_app(cfg: ServeConfig | None = None, backend: ServingBackend | None = None, *,

@@ -3,7 +3,9 @@
 Litestar cancels a streaming response when the client disconnects, but not an ordinary handler:
 `CancelOnDisconnect` listens for `http.disconnect` once the request body is read and cancels the
 handler (and so the generation it awaits). At shutdown `drain` stops new /v1 requests (503) and
-waits for those in flight, up to `drain_timeout_s`.
+waits for those in flight, up to `drain_timeout_s`; the handlers still running then are cancelled
+and their requests answered 503 with Retry-After (a stream already started just ends), so that no
+client is left with a 500 or a dropped connection it cannot tell from a failure.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ import logging
 import time
 from typing import Any
 
+import msgspec
 from litestar.datastructures import State
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from kernelwright.serving import metrics
+from kernelwright.serving.limits import error_body
 
 log = logging.getLogger(__name__)
+CUT_OFF_S = 1.0  # after the drain's deadline, how long the handlers cut off have to send their 503
 
 
 class _Listener:
@@ -51,21 +56,31 @@ class _Listener:
 
 
 class CancelOnDisconnect(ASGIMiddleware):
-    """Cancels the handler of a request whose client disconnected before its answer was sent."""
+    """Cancels the handler of a request whose client disconnected before its answer was sent.
+
+    The handler is kept in `state.handlers` while it runs, so that `drain` can cut it off at its
+    deadline: its request is then answered 503 here (when nothing was sent yet)."""
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
+        state = scope["app"].state
         listener = _Listener(receive)
         answered = asyncio.Event()  # the last body chunk went out: a disconnect now is the client done
+        started = asyncio.Event()
 
         async def tracked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                started.set()
             await send(message)
             if message["type"] == "http.response.body" and not message.get("more_body", False):
                 answered.set()
 
         app = asyncio.ensure_future(next_app(scope, listener.app_receive, tracked))
         listen = asyncio.ensure_future(listener.listen())
+        state.handlers.add(app)
         try:
             await asyncio.wait({app, listener.gone}, return_when=asyncio.FIRST_COMPLETED)
+            if app.cancelled() and not listener.gone.done():  # cut off by the drain's deadline
+                return await _cut_off(state, scope, send, started.is_set())
             if app.done() or answered.is_set():
                 return await app
             app.cancel()
@@ -74,15 +89,34 @@ class CancelOnDisconnect(ASGIMiddleware):
             with contextlib.suppress(asyncio.CancelledError):
                 await app
         finally:
+            state.handlers.discard(app)
             listen.cancel()
             app.cancel()
 
 
+async def _cut_off(state: State, scope: Scope, send: Send, started: bool) -> None:
+    """A request whose handler the drain's deadline stopped: 503 with Retry-After, unless its answer had begun."""
+    log.warning("%s %s cut off: the server is shutting down", scope.get("method"), scope.get("path"))
+    if started:  # a stream already under way ends where it is
+        return
+    body = msgspec.json.encode(error_body(503, "the server shut down before this request was answered: retry"))
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"retry-after", str(state.cfg.retry_after_s).encode())]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
 async def drain(state: State, timeout_s: float) -> None:
-    """Refuse new /v1 requests and wait for those in flight (at most `timeout_s` seconds)."""
+    """Refuse new /v1 requests and wait for those in flight (at most `timeout_s` seconds); cut off those left."""
     state.draining = True
     deadline = time.monotonic() + timeout_s
     while state.in_flight and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    if state.in_flight:
-        log.warning("shutting down with %d requests still in flight after %.0f s", state.in_flight, timeout_s)
+    if not state.in_flight:
+        return
+    log.warning("%d requests still in flight after %g s: they answer 503", state.in_flight, timeout_s)
+    for handler in list(state.handlers):
+        handler.cancel()
+    deadline = time.monotonic() + CUT_OFF_S
+    while state.in_flight and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)

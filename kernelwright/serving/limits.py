@@ -85,7 +85,10 @@ def request_id(scope: Scope) -> str:
 
 
 async def add_headers(message: Message, scope: Scope) -> None:
-    """`before_send` hook: every response carries the request id and the served model version."""
+    """`before_send` hook: every response carries the request id and the served model version.
+
+    While the server drains, each response also closes its connection, so that a client keeping it
+    alive opens its next one to a server that is staying."""
     if message["type"] != "http.response.start" or scope["type"] != "http":
         return
     state = scope["app"].state
@@ -93,6 +96,8 @@ async def add_headers(message: Message, scope: Scope) -> None:
     version = noted or (version_label(state.served.info) if state.ready else "loading")
     headers = list(message.get("headers", []))
     headers += [(REQUEST_ID.encode(), request_id(scope).encode()), (MODEL_VERSION.encode(), str(version).encode())]
+    if state.draining and all(name.lower() != b"connection" for name, _ in headers):
+        headers.append((b"connection", b"close"))
     message["headers"] = headers
 
 

@@ -82,6 +82,23 @@ def test_shutdown_drains_requests_in_flight(good_text: str) -> None:
     assert draining and not shutdown.is_alive() and answers[0].status_code == 200
 
 
+def test_a_request_still_running_at_the_drain_deadline_answers_503(good_text: str) -> None:
+    backend = GatedBackend([good_text])  # never released while the app shuts down
+    client = TestClient(app=create_app(ServeConfig(drain_timeout_s=0.2, retry_after_s=4), backend))
+    client.__enter__()
+    answers: list[Any] = []
+    request = threading.Thread(target=lambda: answers.append(client.post("/v1/kernels/generate", json=BODY)))
+    request.start()
+    assert backend.entered.wait(10)
+    client.__exit__(None, None, None)
+    request.join(10)
+    backend.gate.set()  # let the worker thread the cancelled wait left behind end
+    cut = answers[0]
+    assert cut.status_code == 503 and cut.headers["retry-after"] == "4" and backend.cancelled.is_set()
+    assert "shut down before this request was answered" in cut.json()["error"]["message"]
+    assert not client.app.state.handlers and client.app.state.in_flight == 0
+
+
 def test_a_new_request_while_draining_is_a_503(client_for, good_text: str) -> None:
     with client_for([good_text]) as (client, _):
         client.app.state.draining = True
@@ -90,6 +107,7 @@ def test_a_new_request_while_draining_is_a_503(client_for, good_text: str) -> No
         client.app.state.draining = False
     assert r.status_code == 503 and "shutting down" in r.json()["detail"] and "retry-after" in r.headers
     assert ready.status_code == 503 and ready.json()["status"] == "draining"
+    assert r.headers["connection"] == ready.headers["connection"] == "close"  # keep-alive clients move on
 
 
 def test_a_cancelled_hf_generation_frees_the_worker(tiny_model_dir: Path) -> None:
@@ -134,8 +152,8 @@ def test_a_client_that_leaves_after_its_whole_answer_is_no_cancellation() -> Non
         async def send(message: dict[str, Any]) -> None:
             sent.append(message)
 
-        await CancelOnDisconnect().handle({"type": "http", "method": "GET", "path": "/x"},
-                                                 receive, send, app)  # type: ignore[arg-type]
+        scope = {"type": "http", "method": "GET", "path": "/x", "app": create_app(ServeConfig(), GatedBackend([]))}
+        await CancelOnDisconnect().handle(scope, receive, send, app)  # type: ignore[arg-type]
         return sent
 
     before = metrics.CANCELLED._value.get()

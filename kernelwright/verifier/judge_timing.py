@@ -52,11 +52,11 @@ from kernelwright.verifier.timing import (
     below_bound,
     bounded_speedup,
     calls_per_batch,
-    check_consistent,
     checksum,
     disturbed,
     draw_on_device,
     fresh_sets,
+    inconsistent,
     measure,
     nbytes,
     same_checksum,
@@ -225,7 +225,8 @@ def time_candidate(link: Link, call: dict[str, Any], seed: int, keep_all: bool, 
     """The runner's timing, attempt by attempt on new inputs while other work disturbed it or while
     it read below what the judge's clock allows (`bounded`); below it on every attempt:
     `timing_inconsistent`."""
-    readings: list[CandidateTiming] = []
+    last: CandidateTiming | None = None
+    last_high: CandidateTiming | None = None  # the last attempt disturbed but not below the bound
     for attempt in range(TIMING_ATTEMPTS):
         s = seed + ATTEMPT_SEEDS * attempt
         reply = link.ask("time", **call, seed=s, keep_all=keep_all, keep_seed=s ^ 0x5EED)
@@ -238,12 +239,13 @@ def time_candidate(link: Link, call: dict[str, Any], seed: int, keep_all: bool, 
         low = bounded and below_bound(median, wall.per_call_ms)
         if not low and not disturbed(median, wall.per_call_ms):
             return timing
-        readings.append(timing)
-    high = [r for r in readings if not (bounded and below_bound(r.median_ms, r.wall_ms))]
-    if not high:
-        check_consistent(readings[-1].median_ms, readings[-1].wall_ms)  # raises: below on every attempt
-    high[-1].disturbed = True
-    return high[-1]
+        last = timing
+        last_high = last_high if low else timing  # earlier attempts' kept outputs are let go
+    if last_high is None:  # below the bound on every attempt
+        assert last is not None
+        raise inconsistent(last.median_ms, last.wall_ms)
+    last_high.disturbed = True
+    return last_high
 
 
 def _kept(reply: dict[str, Any], outbox: Path, keep_all: bool) -> list[tuple[int, Any]]:

@@ -193,12 +193,17 @@ def below_bound(median: float, wall: float) -> bool:
     return wall > TIMER_BOUND * median + TIMER_BOUND_FLOOR_MS
 
 
+def inconsistent(median: float, wall: float) -> Rejected:
+    """The `timing_inconsistent` rejection of a timer below what the judge's clock allows."""
+    return Rejected("timing_inconsistent", f"the timer read {median:.4f} ms per call, the judge's wall clock "
+                                           f"{wall:.4f} ms (more than {TIMER_BOUND:g}x + {TIMER_BOUND_FLOOR_MS:g} ms "
+                                           "above it, on every attempt)")
+
+
 def check_consistent(median: float, wall: float) -> None:
     """`timing_inconsistent` when the timer reads below what the judge's clock allows."""
     if below_bound(median, wall):
-        raise Rejected("timing_inconsistent", f"the timer read {median:.4f} ms per call, the judge's wall clock "
-                                              f"{wall:.4f} ms (more than {TIMER_BOUND:g}x + "
-                                              f"{TIMER_BOUND_FLOOR_MS:g} ms above it, on every attempt)")
+        raise inconsistent(median, wall)
 
 
 def supported_ms(wall: float) -> float:

@@ -11,9 +11,9 @@ server's lifespan while /healthz already answers.
 
 SIGTERM (or Ctrl-C) drains before uvicorn stops: the port stays open, new /v1 requests answer 503
 with Retry-After and /readyz 503 `draining`, while the requests in flight finish; once none is left,
-or `drain_timeout_s` after the signal, uvicorn closes the port and the connections, cancels what
-is still running, and the process exits. A second signal skips the rest of the drain (uvicorn
-still waits for the remaining requests until the same deadline); a third Ctrl-C stops at once.
+or `drain_timeout_s` after the signal (those still running then answer 503), uvicorn closes the
+port and the connections and the process exits. A second signal ends the drain at once (the
+requests still in flight answer 503); a third is uvicorn's own (Ctrl-C: stop at once).
 """
 
 from __future__ import annotations
@@ -62,30 +62,30 @@ class DrainingServer(uvicorn.Server):
     """uvicorn's server, which on its first SIGTERM/SIGINT drains the app before it starts to stop.
 
     uvicorn alone closes its listening socket as soon as the signal comes (new connections are
-    refused); here the app's `draining` state turns on at once and uvicorn's shutdown waits until
-    no request is in flight, or `drain_timeout_s` has passed. uvicorn's own wait for what is left
-    then ends at the same deadline."""
+    refused); here the app's `draining` state turns on at once and uvicorn's shutdown begins once
+    no request is in flight, or at the drain's deadline (`drain_timeout_s` after the signal, or a
+    second signal), where `drain` cuts off what is left. uvicorn's own wait ends at that deadline."""
 
     def __init__(self, config: uvicorn.Config, state: State, drain_timeout_s: float) -> None:
         super().__init__(config)
         self.state = state
         self.drain_timeout_s = drain_timeout_s
-        self.deadline: float | None = None
-        self._signal: int | None = None
+        self.signals: list[int] = []
         self._drain: asyncio.Task[None] | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.deadline is not None or not self.started:  # a second signal, or one before serving: uvicorn's way
+        # in a signal handler: flags only; the main loop's next tick starts the drain
+        if not self.started or len(self.signals) >= 2:  # before serving, or a third signal: uvicorn's way
             super().handle_exit(sig, frame)
             return
-        # in a signal handler: flags only; the main loop's next tick starts the drain
-        self.deadline = time.monotonic() + self.drain_timeout_s
+        self.signals.append(sig)
+        now = time.monotonic()
         self.state.draining = True
-        self._signal = sig
+        self.state.drain_deadline = now + self.drain_timeout_s if len(self.signals) == 1 else now
 
     async def on_tick(self, counter: int) -> bool:
-        if self._signal is not None and self._drain is None:
-            self._drain = asyncio.create_task(self._drain_then_exit(self._signal))
+        if self.signals and self._drain is None:
+            self._drain = asyncio.create_task(self._drain_then_exit(self.signals[0]))
         return await super().on_tick(counter)
 
     async def _drain_then_exit(self, sig: int) -> None:
@@ -95,8 +95,8 @@ class DrainingServer(uvicorn.Server):
         super().handle_exit(sig, None)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        if self.deadline is not None:  # uvicorn waits for what is left only until the drain's deadline
-            self.config.timeout_graceful_shutdown = math.ceil(max(0.0, self.deadline - time.monotonic()))
+        if self.state.drain_deadline is not None:  # uvicorn waits for what is left only until the drain's deadline
+            self.config.timeout_graceful_shutdown = math.ceil(max(0.0, self.state.drain_deadline - time.monotonic()))
         await super().shutdown(sockets)
 
 

@@ -61,7 +61,7 @@ async def _load(state: State, loader: Loader) -> None:
 def _lifespan(loader: Loader | None, reloader: Reloader | None, interval_s: float):  # type: ignore[no-untyped-def]
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        app.state.draining = False  # a lifespan started again (in tests) serves again
+        app.state.draining, app.state.drain_deadline = False, None  # a lifespan started again (in tests) serves again
         tasks = [asyncio.create_task(_load(app.state, loader))] if loader is not None else []
         if loader is not None:  # a served model (not a test's backend): the compile check's header meanwhile
             prepare_in_background(app.state.cfg)
@@ -97,7 +97,7 @@ def _state(cfg: ServeConfig, backend: ServingBackend | None, info: ModelInfo | N
     served = Served(backend, info or ModelInfo(name=cfg.model)) if backend is not None else None
     return State({"cfg": cfg, "api_keys": cfg.keys(), "served": served, "ready": served is not None,
                   "load_error": None, "started": time.time(), "in_flight": 0, "handlers": set(), "draining": False,
-                  "request_log": RequestLog(cfg) if cfg.log_requests else None})
+                  "drain_deadline": None, "request_log": RequestLog(cfg) if cfg.log_requests else None})
 
 
 def create_app(cfg: ServeConfig | None = None, backend: ServingBackend | None = None, *,

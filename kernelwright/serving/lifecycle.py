@@ -107,10 +107,14 @@ async def _cut_off(state: State, scope: Scope, send: Send, started: bool) -> Non
 
 
 async def drain(state: State, timeout_s: float) -> None:
-    """Refuse new /v1 requests and wait for those in flight (at most `timeout_s` seconds); cut off those left."""
+    """Refuse new /v1 requests and wait for those in flight (at most `timeout_s` seconds); cut off those left.
+
+    The deadline is `state.drain_deadline` (monotonic seconds), which a drain already under way
+    keeps and which may be moved earlier meanwhile (a second signal)."""
     state.draining = True
-    deadline = time.monotonic() + timeout_s
-    while state.in_flight and time.monotonic() < deadline:
+    latest = time.monotonic() + timeout_s
+    state.drain_deadline = latest if state.drain_deadline is None else min(state.drain_deadline, latest)
+    while state.in_flight and time.monotonic() < state.drain_deadline:
         await asyncio.sleep(0.05)
     if not state.in_flight:
         return

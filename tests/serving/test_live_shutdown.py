@@ -159,3 +159,14 @@ def test_the_drain_ends_at_drain_timeout_s(start: Callable[..., Server]) -> None
     assert isinstance(cut, httpx.Response) and cut.status_code == 503 and "retry-after" in cut.headers, answers
     assert "shut down before this request was answered" in cut.json()["error"]["message"]
     assert "Traceback" not in server.output()
+
+
+def test_a_second_sigterm_ends_the_drain_at_once(start: Callable[..., Server]) -> None:
+    server = start("--drain_timeout_s", "600", gated=True)
+    thread, answers = _held_request(server)
+    server.proc.send_signal(signal.SIGTERM)
+    _draining_readyz(server)
+    server.proc.send_signal(signal.SIGTERM)
+    server.proc.wait(60)  # well before the 600 s drain; the held request is never released
+    thread.join(60)
+    assert isinstance(answers[0], httpx.Response) and answers[0].status_code == 503, answers

@@ -130,8 +130,9 @@ class ServeConfig:
                 "names another version, that one loads in the background (both are in memory meanwhile) and "
                 "replaces the served one, requests in flight finishing on the old. 0: never poll."})
     drain_timeout_s: float = field(default=30.0, metadata={
-        "help": "At shutdown, seconds the app waits for requests in flight to finish (new ones answer 503 "
-                "meanwhile). 0: do not wait."})
+        "help": "At shutdown (SIGTERM, Ctrl-C), seconds the server keeps its port open for the requests in flight "
+                "to finish, new ones answering 503 and /readyz 'draining' meanwhile; those still running then "
+                "answer 503, and uvicorn stops. 0: do not wait."})
     rate_limit_per_minute: int = field(default=0, metadata={
         "help": "Requests a minute each API key may send to /v1 routes (the client address is counted when no "
                 "keys are configured); one more answers 429 with Retry-After. 0: no limit."})

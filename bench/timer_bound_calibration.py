@@ -2,6 +2,7 @@
 
     python bench/timer_bound_calibration.py --json bench/results/timer_bound_calibration.json
     python bench/timer_bound_calibration.py --groups fixtures,launch_bound --modes alone --repeat 1 --json out.json
+    python bench/timer_bound_calibration.py --groups seeds --modes alone --keep --json out.json   # added to out.json
 
 A candidate's timer may read below the judge's own per-call estimate (`wall_runtime_ms`) by at most
 TIMER_BOUND x the timer + TIMER_BOUND_FLOOR_MS (verifier/timing.py) before it is timed again and
@@ -151,13 +152,15 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=1.0, help="timed seconds per model and shape (verify's default)")
     ap.add_argument("--margin", type=float, default=MARGIN)
     ap.add_argument("--json", type=Path, default=Path("bench/results/timer_bound_calibration.json"))
+    ap.add_argument("--keep", action="store_true", help="add to the rows already in --json (runs in pieces)")
     args = ap.parse_args()
     if not cuda_available():
         print("timer_bound_calibration needs a CUDA device", file=sys.stderr)
         return 3
     groups, modes = args.groups.split(","), args.modes.split(",")
-    rows: list[dict[str, Any]] = []
-    other: list[dict[str, Any]] = []
+    earlier = json.loads(args.json.read_text()) if args.keep and args.json.is_file() else {}
+    rows: list[dict[str, Any]] = list(earlier.get("rows", []))
+    other: list[dict[str, Any]] = list(earlier.get("untimed", []))
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kw_calibration_") as tmp:
         by_group = cases(groups, args.jobs, Path(tmp), str(Path(tmp) / "builds"), args.budget_s)
@@ -175,7 +178,7 @@ def main() -> int:
                     print(f"{time.perf_counter() - start:7.0f} s  run {run} {mode:8s} {group:12s} "
                           f"{len(todo)} candidates", flush=True)
     summary = {f"{g}/{m}": derive([r for r in rows if r["group"] == g and r["mode"] == m], args.margin)
-               for g in groups for m in modes}
+               for g in GROUPS for m in ("parallel", "alone")}
     summary["all"] = derive(rows, args.margin)
     for key, s in summary.items():
         if s["rows"]:

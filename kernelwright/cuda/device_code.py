@@ -3,8 +3,10 @@
 Kept: preprocessor directives (but torch/ATen/c10/pybind11 includes), `__global__`/`__device__`
 functions (templated or not), type definitions, `__constant__`/`__device__` variables and other
 declarations that do not mention the torch API. Dropped: host functions (the launchers that take
-`torch::Tensor`), torch includes and `using` declarations of torch namespaces. A dropped torch
-include is replaced by `kw_torch_prelude.h`: the C and CUDA headers it makes visible to kernels.
+`torch::Tensor`), torch includes and `using` declarations of torch namespaces. The device code
+always starts with `kw_torch_prelude.h`, the C and CUDA headers torch makes visible to kernels:
+load_inline puts `#include <torch/types.h>` before every CUDA source, so a source that includes
+nothing itself still sees them under nvcc (`INFINITY`, `FLT_MAX`, `__half`).
 """
 
 from __future__ import annotations
@@ -42,5 +44,4 @@ def device_source(cuda_source: str) -> str:
     data = cuda_source.encode("utf-8")
     root = cuda_parser().parse(data).root_node
     kept = [data[c.start_byte:c.end_byte].decode("utf-8", "replace") for c in root.children if keeps_for_device(c)]
-    prelude = ["#include <kw_torch_prelude.h>"] if TORCH_INCLUDE.search(cuda_source) else []
-    return "\n".join(prelude + kept) + "\n"
+    return "\n".join(["#include <kw_torch_prelude.h>", *kept]) + "\n"

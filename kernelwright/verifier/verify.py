@@ -176,8 +176,8 @@ def run_worker(spec: Spec, timeout_s: float, host_memory_gb: float = 0.0,
                server: ForkServer | None = None, memory: GpuMemory | None = None) -> Verdict:
     """Run one judge (forked by `server` when given) once the GPU-memory ledger the spec names admits
     it (admission.py; `memory`: the GPU's, NVML's by default); a hang, crash, early exit or
-    host-memory overrun becomes the verdict. A GPU out-of-memory while other candidates held GPU
-    memory is verified again alone, and the verdict says so."""
+    host-memory overrun becomes the verdict. A verdict other candidates on the GPU may have caused
+    (`_neighbours_may_cause`) is verified again alone, and the verdict says so."""
     if not spec.gpu_ledger:
         return _judge_once(spec, timeout_s, host_memory_gb, server)[0]
     ledger = Ledger(Path(spec.gpu_ledger), memory)
@@ -187,17 +187,25 @@ def run_worker(spec: Spec, timeout_s: float, host_memory_gb: float = 0.0,
         waited = time.perf_counter() - started
         spec.ledger_token = hold.token
         verdict, outcome = _judge_once(spec, timeout_s, host_memory_gb, server)
-    crowded = hold.others
-    if verdict.reason == "out_of_memory" and outcome != "host_memory" and crowded > 0:
+    crowded, first = hold.others, verdict.reason
+    if crowded > 0 and _neighbours_may_cause(verdict, outcome):
         started = time.perf_counter()
         with ledger.admitted(estimate_bytes(read_peak(spec.build_cache, spec.problem)), alone=True) as hold:
             waited += time.perf_counter() - started
             spec.ledger_token = hold.token
             verdict, _ = _judge_once(spec, timeout_s, host_memory_gb, server)
-        verdict.contention.insert(0, f"out_of_memory while {crowded} other candidate(s) held GPU memory "
-                                     "(admitted by estimate): verified again alone")
+        verdict.contention.insert(0, f"{first} while {crowded} other candidate(s) held the GPU: verified again alone")
     verdict.phase_s["gpu_wait"] = waited
     return verdict
+
+
+def _neighbours_may_cause(verdict: Verdict, outcome: str) -> bool:
+    """Whether other candidates on the GPU may have caused the verdict: the GPU's memory ran out
+    (not the host's), or the judge's clock read far above the timer (their kernels share the GPU
+    with the clock's batches, while their timings do not run beside it)."""
+    if verdict.reason == "out_of_memory":
+        return outcome != "host_memory"
+    return verdict.reason == "timing_inconsistent"
 
 
 def _judge_once(spec: Spec, timeout_s: float, host_memory_gb: float,

@@ -165,6 +165,17 @@ def test_out_of_memory_beside_others_is_verified_again_alone(judged: dict[str, A
     assert "gpu_wait" in verdict.phase_s
 
 
+def test_a_timer_inconsistent_beside_others_is_timed_again_alone(judged: dict[str, Any], tmp_path: Path) -> None:
+    order: list[str] = []
+    neighbour = Holder(judged["ledger"], 1 * GIB, order, "neighbour")
+    assert neighbour.admitted.wait(30)
+    judged["outcomes"] = [("timing_inconsistent", "exit"), ("timing_inconsistent", "exit")]
+    judged["before_first"] = neighbour.release
+    verdict = verify.run_worker(_spec(tmp_path), 10.0)  # alone it stays below the bound: a patched timer
+    assert verdict.reason == "timing_inconsistent" and judged["others"] == [1, 0]
+    assert verdict.contention[0].startswith("timing_inconsistent while 1 other candidate(s)")
+
+
 def test_out_of_memory_alone_or_of_the_host_stands(judged: dict[str, Any], tmp_path: Path) -> None:
     judged["outcomes"] = [("out_of_memory", "exit")]
     verdict = verify.run_worker(_spec(tmp_path), 10.0)  # nobody else held GPU memory

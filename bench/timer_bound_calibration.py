@@ -2,7 +2,8 @@
 
     python bench/timer_bound_calibration.py --json bench/results/timer_bound_calibration.json
     python bench/timer_bound_calibration.py --groups fixtures,launch_bound --modes alone --repeat 1 --json out.json
-    python bench/timer_bound_calibration.py --groups seeds --modes alone --keep --json out.json   # added to out.json
+    python bench/timer_bound_calibration.py --groups seeds --modes alone --repeat 1 --offset 24 --limit 24 \
+        --keep --json out.json   # seed solutions 24-47 alone, added to out.json
 
 A candidate's timer may read below the judge's own per-call estimate (`wall_runtime_ms`) by at most
 TIMER_BOUND x the timer + TIMER_BOUND_FLOOR_MS (verifier/timing.py) before it is timed again and
@@ -148,6 +149,7 @@ def main() -> int:
     ap.add_argument("--modes", default="parallel,alone")
     ap.add_argument("--jobs", type=int, default=16, help="workers in the parallel mode")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--offset", type=int, default=0, help="skip this many candidates of each group first")
     ap.add_argument("--limit", type=int, default=0, help="at most this many candidates per group (0: all)")
     ap.add_argument("--budget-s", type=float, default=1.0, help="timed seconds per model and shape (verify's default)")
     ap.add_argument("--margin", type=float, default=MARGIN)
@@ -167,7 +169,7 @@ def main() -> int:
         for run in range(args.repeat):
             for mode in modes:
                 for group, todo in by_group.items():
-                    todo = todo[:args.limit] if args.limit else todo
+                    todo = todo[args.offset:args.offset + args.limit] if args.limit else todo[args.offset:]
                     verdicts = run_workers([replace(c.cfg) for c in todo], args.jobs if mode == "parallel" else 1)
                     for case, verdict in zip(todo, verdicts, strict=True):
                         got = rows_of(case, verdict, mode, run)

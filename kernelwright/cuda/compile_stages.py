@@ -58,16 +58,22 @@ def _key(*parts: Any) -> str:
 def _cached_or(settings: CompileCheckSettings, key: str, stage: str,
                compile_fn: Callable[[], tuple[StageResult, bool]]) -> StageResult:
     """The cached result for `key`, or `compile_fn()` (counted, and cached unless a limit stopped it)."""
+    return _cached_or_definite(settings, key, stage, compile_fn)[0]
+
+
+def _cached_or_definite(settings: CompileCheckSettings, key: str, stage: str,
+                        compile_fn: Callable[[], tuple[StageResult, bool]]) -> tuple[StageResult, bool]:
+    """`_cached_or`, and whether the result is the compiler's own (cached, or not stopped by a limit)."""
     hit = workers.cache_get(settings.cache_dir, key)
     if hit is not None:
         result = StageResult.from_dict(hit)
         result.cached = True
-        return result
+        return result, True
     workers.count_compile(stage)
     result, definite = compile_fn()
     if definite:
         workers.cache_put(settings.cache_dir, key, result.to_dict())
-    return result
+    return result, definite
 
 
 # ------------------------------------------------------------------------------------ device
@@ -109,15 +115,21 @@ def _device_compile(units: list[tuple[str, str]], settings: CompileCheckSettings
 
 
 def device_stage(build: Build, settings: CompileCheckSettings, first: int = 0) -> StageResult:
+    return device_check(build, settings, first)[0]
+
+
+def device_check(build: Build, settings: CompileCheckSettings, first: int = 0) -> tuple[StageResult, bool]:
+    """`device_stage`, and whether NVRTC itself reached the result (False: NVRTC unavailable, no
+    CUDA source, or a time or memory limit stopped the compile)."""
     version = workers.nvrtc_version()
     if version is None:
         return StageResult(UNAVAILABLE, "NVRTC could not be loaded on this machine (cuda-bindings, "
-                                        "nvidia-cuda-nvrtc)")
+                                        "nvidia-cuda-nvrtc)"), False
     if not build.cuda:
-        return StageResult(FAILED, "no_cuda_source: the load_inline call has no cuda_sources")
+        return StageResult(FAILED, "no_cuda_source: the load_inline call has no cuda_sources"), False
     units = device_units(build, first)
     key = _key("device", CHECK_VERSION, version, device_options(settings.arch), units)
-    return _cached_or(settings, key, "device", lambda: _device_compile(units, settings))
+    return _cached_or_definite(settings, key, "device", lambda: _device_compile(units, settings))
 
 
 # -------------------------------------------------------------------------------------- host

@@ -33,6 +33,7 @@ from kernelwright.cuda.torch_calls import scan_candidate
 from kernelwright.errors import NoCudaDevice, UsageError
 from kernelwright.verifier.admission import GpuMemory, Ledger, estimate_bytes, host_gpu_ledger, read_peak
 from kernelwright.verifier.forkserver import ForkServer, Spawned, SpawnRefused, started_server
+from kernelwright.verifier.nvrtc_gate import nvrtc_verdict
 from kernelwright.verifier.problems import parse_problem_source
 from kernelwright.verifier.runner_uid import dedicated_user
 from kernelwright.verifier.sandbox import import_roots, plain_env, runner_user
@@ -81,6 +82,9 @@ class VerifyConfig:
         "help": "Hold the candidate's timer to the judge's own clock: below what it allows on every attempt is "
                 "timing_inconsistent, and no speedup exceeds what it supports. Off only to calibrate the bound "
                 "(bench/timer_bound_calibration.py): the timer's figures are then reported unchecked."})
+    nvrtc_gate: bool = field(default=True, metadata={
+        "help": "No build for a candidate whose device code NVRTC rejected where that rejection stands for nvcc's "
+                "(verifier/nvrtc_gate.py): compile_error with NVRTC's log. Off: every candidate is built."})
 
 
 def _default_cache() -> str:
@@ -305,16 +309,30 @@ def verify_one(cfg: VerifyConfig) -> Verdict:
     if cfg.static:
         return Verdict(status="correct", reason="static_ok", static_only=True, warnings=source_warnings(source),
                        detail="static checks passed; not run on a GPU (--static)")
+    if (gated := nvrtc_gated(cfg)) is not None:
+        return gated
     if not cuda_available():
         raise NoCudaDevice("no CUDA device on this machine: run with --static for the static checks alone")
     return run_worker(make_spec(cfg), cfg.timeout_s, cfg.host_memory_gb)
+
+
+def nvrtc_gated(cfg: VerifyConfig) -> Verdict | None:
+    """compile_error without a build, where NVRTC's rejection stands for nvcc's (`cfg.nvrtc_gate`)."""
+    if not cfg.nvrtc_gate:
+        return None
+    verdict = nvrtc_verdict(Path(cfg.candidate).read_text(encoding="utf-8", errors="replace"))
+    if verdict is not None:
+        verdict.judge_version = JUDGE_VERSION
+        with_warnings(verdict, _candidate_warnings(cfg.candidate))
+    return verdict
 
 
 OnDone = Callable[[VerifyConfig, Verdict], None]
 
 
 def run_workers(cfgs: Sequence[VerifyConfig], jobs: int, on_done: OnDone | None = None) -> list[Verdict]:
-    """Worker runs of candidates that already passed `read_inputs` and the static checks: builds and
+    """Worker runs of candidates that already passed `read_inputs` and the static checks (one whose
+    device code NVRTC rejected gets `nvrtc_gated`'s verdict instead): builds and
     correctness overlap across `jobs` workers; timing is one at a time, across processes too
     (`host_timing_lock`). torch's precompiled header is
     built once, here, while the first workers start (pch.py), instead of by racing workers.
@@ -326,7 +344,8 @@ def run_workers(cfgs: Sequence[VerifyConfig], jobs: int, on_done: OnDone | None 
             fork_server(len(cfgs) > 1 and all(cfg.forkserver for cfg in cfgs)) as server:
 
         def one(cfg: VerifyConfig) -> Verdict:
-            verdict = run_worker(make_spec(cfg, lock_path, pch_lock), cfg.timeout_s, cfg.host_memory_gb, server)
+            verdict = nvrtc_gated(cfg) or run_worker(make_spec(cfg, lock_path, pch_lock), cfg.timeout_s,
+                                                     cfg.host_memory_gb, server)
             if on_done is not None:
                 on_done(cfg, verdict)
             return verdict

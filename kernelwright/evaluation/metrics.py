@@ -14,6 +14,12 @@ the own-kernel view, where it counts only when its own kernels take at least `ow
 device time (`own.fast_0`, `own.fast_1`, `own.fast_p.*`, `own.geomean_speedup`; default 0.9). The
 mean custom-kernel share of the correct samples is `mean_custom_kernel_time_share`.
 
+A third, to compare with published KernelBench figures: the KernelBench view (`kb.fast_0`,
+`kb.fast_1`, `kb.geomean_speedup`) counts the verdicts whose outputs met KernelBench's own
+tolerance (allclose at atol = rtol = 1e-2; verifier/kb_view.py) with every other check passed,
+at their `kb_speedup`; it includes candidates the strict rule rejects as `approximation`,
+`precision_downgrade` or `wrong_output` within that tolerance. The gate reads the strict views only.
+
 Flat metric keys (MLflow, results.json): overall figures by name (`fast_p.0.5`), per-category ones
 as `category/<category>/<figure>`; `metric_key` and `parse_metric_key` round-trip any category
 name without a `/` and any figure name, dots included.
@@ -37,33 +43,51 @@ CHEAT_REASONS = frozenset({
     "precision_downgrade", "launch_error", "timed_output_mismatch", "timing_inconsistent",
 })
 OWN = "own."
+KB = "kb."
 OWN_SHARE = 0.9
 _RATES = ("fast_0", "fast_1", *(f"fast_p.{p:g}" for p in FAST_P_GRID))
-RATES = (*_RATES, *(OWN + r for r in _RATES))
-OVER_CORRECT = ("geomean_speedup", "mean_roofline_share", "mean_custom_kernel_time_share", OWN + "geomean_speedup")
+RATES = (*_RATES, *(OWN + r for r in _RATES), KB + "fast_0", KB + "fast_1")
+OVER_CORRECT = ("geomean_speedup", "mean_roofline_share", "mean_custom_kernel_time_share", OWN + "geomean_speedup",
+                KB + "geomean_speedup")
 CATEGORY_PREFIX = "category/"
 NO_CORRECT = "no correct sample"
 NO_ROOFLINE = "no correct sample of a problem with flops/bytes_moved"
 NO_SHARE = "no correct sample with a measured custom-kernel share"
 NO_OWN = "no correct sample whose own kernels carry the device time"
+NO_KB = "no sample correct by KernelBench's tolerance with a measured speedup"
 
 
-Counts = Callable[[Verdict], bool]  # which correct verdicts a view counts
+Counts = Callable[[Verdict], bool]  # which verdicts a view counts as correct
+Speed = Callable[[Verdict], float | None]  # the speedup a view reads
 
 
 def _any_mix(v: Verdict) -> bool:
     return v.correct
 
 
-def fast_p(verdicts: Sequence[Verdict], p: float, counts: Counts = _any_mix) -> float:
+def _strict_speedup(v: Verdict) -> float | None:
+    return v.speedup
+
+
+def kb_correct(v: Verdict) -> bool:
+    """The KernelBench view: KernelBench's tolerance held and every other check passed."""
+    return v.kb_correct is True
+
+
+def _kb_speedup(v: Verdict) -> float | None:
+    return v.kb_speedup
+
+
+def fast_p(verdicts: Sequence[Verdict], p: float, counts: Counts = _any_mix, speed: Speed = _strict_speedup) -> float:
     if not verdicts:
         return 0.0
-    hits = sum(1 for v in verdicts if counts(v) and (p == 0.0 or (v.speedup is not None and v.speedup > p)))
+    hits = sum(1 for v in verdicts if counts(v) and (p == 0.0 or ((s := speed(v)) is not None and s > p)))
     return hits / len(verdicts)
 
 
-def geomean_speedup(verdicts: Sequence[Verdict], counts: Counts = _any_mix) -> float | None:
-    speeds = [v.speedup for v in verdicts if counts(v) and v.speedup is not None and v.speedup > 0]
+def geomean_speedup(verdicts: Sequence[Verdict], counts: Counts = _any_mix,
+                    speed: Speed = _strict_speedup) -> float | None:
+    speeds = [s for v in verdicts if counts(v) and (s := speed(v)) is not None and s > 0]
     return math.exp(sum(math.log(s) for s in speeds) / len(speeds)) if speeds else None
 
 
@@ -177,6 +201,9 @@ def group_figures(rows: Sequence[HasVerdict], gpu: bool, no_gpu_reason: str,
         return g
     _speed_figures(g, verdicts, "", _any_mix)
     _speed_figures(g, verdicts, OWN, own_kernels(own_share))
+    g.values |= {KB + "fast_0": fast_p(verdicts, 0.0, kb_correct, _kb_speedup),
+                 KB + "fast_1": fast_p(verdicts, 1.0, kb_correct, _kb_speedup)}
+    _apply(g, KB + "geomean_speedup", geomean_speedup(verdicts, kb_correct, _kb_speedup), NO_KB)
     _apply(g, "mean_roofline_share", mean_roofline_share(verdicts), NO_ROOFLINE)
     _apply(g, "mean_custom_kernel_time_share", mean_custom_share(verdicts), NO_SHARE)
     return g

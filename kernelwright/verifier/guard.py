@@ -41,8 +41,9 @@ GUARDED_MODULES = ("builtins", "time", "math", "json", "os", "ctypes", "torch", 
 HARNESS_MODULES = ("kernelwright.verifier.runner", "kernelwright.verifier.channel", "kernelwright.verifier.spec",
                    "kernelwright.verifier.isolation", "kernelwright.verifier.inputs", "kernelwright.verifier.guard",
                    "kernelwright.verifier.timer", "kernelwright.verifier.timing", "kernelwright.verifier.profiling",
-                   "kernelwright.verifier.tolerance", "kernelwright.verifier.sandbox",
-                   "kernelwright.verifier.seccomp", "kernelwright.verifier.runner_uid")
+                   "kernelwright.verifier.tolerance", "kernelwright.verifier.error_shape",
+                   "kernelwright.verifier.sandbox", "kernelwright.verifier.seccomp", "kernelwright.verifier.runner_uid",
+                   "kernelwright.verifier.build_failure")
 
 
 def _harness_modules() -> list[tuple[str, ModuleType]]:

@@ -3,8 +3,8 @@
 - `draw_inputs`: a problem's inputs for one shape, seed and distribution (`DISTRIBUTIONS`), on the GPU;
   `draw_check_inputs`: the correctness draws' seeds; `clone`: a fresh copy for each run;
 - `compare`: the candidate's output against the reference's and the float64 reference's, by the
-  rules of tolerance.py, with the reason when it fails (wrong shape, dtype, precision, unwritten
-  elements, wrong values) and the rule that judged;
+  rules of tolerance.py, with the reason when it fails (wrong shape, dtype, precision, an
+  approximation, unwritten elements, wrong values) and the rule that judged;
 - `poison`: NaN-filled memory where the candidate's output will land, so unwritten elements show.
 """
 
@@ -14,7 +14,8 @@ import math
 from types import ModuleType
 from typing import Any
 
-from kernelwright.verifier.tolerance import FP64, Judgement, judge, lower_precision
+from kernelwright.verifier.error_shape import APPROXIMATION, LOWER, error_kind
+from kernelwright.verifier.tolerance import FP64, Judgement, judge
 
 DISTRIBUTIONS = ("default", "signed", "heavy_tailed", "small")
 
@@ -48,14 +49,16 @@ def clone(inputs: list[Any]) -> list[Any]:
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def compare(out: Any, ref: Any, ref64: Any = None, rules: set[str] | None = None) -> tuple[str | None, str, float]:
+def compare(out: Any, ref: Any, ref64: Any = None, rules: set[str] | None = None,
+            fan_in: int | None = None) -> tuple[str | None, str, float]:
     """(reason or None, detail, max abs error) of `out` against the reference `ref` and the float64
-    reference `ref64` (None: there is none, and the fallback rule judges: tolerance.judge); the name
-    of the rule that judged is added to `rules` where given."""
+    reference `ref64` (None: there is none, and the fallback rule judges: tolerance.judge) for an
+    output of that fan-in (None: not known); the name of the rule that judged is added to `rules`
+    where given."""
     form = form_failure(out, ref)
     if form is not None:
         return *form, math.nan
-    j = judge(out, ref, ref64)
+    j = judge(out, ref, ref64, fan_in)
     if rules is not None:
         rules.add(j.rule)
     if j.ok:
@@ -80,15 +83,20 @@ def form_failure(out: Any, ref: Any) -> tuple[str, str] | None:
 
 def _failure(out: Any, ref: Any, ref64: Any, j: Judgement) -> tuple[str, str]:
     """(reason, detail) of a failed judgement: NaN where neither reference has any is poison
-    showing through (class 2); a float32 error of lower-precision arithmetic is class 8."""
+    showing through (class 2); a float32 error of lower-precision arithmetic is class 8; an error
+    that follows the true value like a curve is an approximation of the function (error_shape.py)."""
     import torch
 
     if j.failed == "nan":
         nan = torch.isnan(out) & ~torch.isnan(ref)
         if bool((nan & ~torch.isnan(ref64)).any() if j.rule == FP64 else nan.any()):
             return "unwritten_output", f"{j.detail}: poisoned elements, not all of the output was written"
-    if lower_precision(j, ref.dtype):
+    kind = error_kind(j, out, ref, ref64)
+    if kind == LOWER:
         return "precision_downgrade", f"{j.detail}: the error of lower-precision arithmetic"
+    if kind == APPROXIMATION:
+        return "approximation", (f"{j.detail}: an error that follows the true value like a curve, not rounding: "
+                                 "an approximation of the function (e.g. tanh-GELU for the exact GELU)")
     return "wrong_output", j.detail
 
 

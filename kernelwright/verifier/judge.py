@@ -26,6 +26,7 @@ from kernelwright.verifier.isolation import Rejected, classify_failure, import_f
 from kernelwright.verifier.judge_checks import Checked, check_not_decoy, check_shape, outcome_of_death
 from kernelwright.verifier.judge_process import RUNNER_REASONS, started_runner
 from kernelwright.verifier.judge_timing import Link, RunnerRejected, time_shape
+from kernelwright.verifier.kb_view import settle, strict_or_kb, views_of
 from kernelwright.verifier.profiling import candidate_kernel_names
 from kernelwright.verifier.spec import Progress, Spec
 from kernelwright.verifier.summary import roofline, summarise
@@ -51,6 +52,7 @@ def verify(spec: Spec, progress: Progress, link: Link, problem: ModuleType) -> V
         checked = [check_shape(problem, s, spec, link, spec.seeds) for s in shapes]
         if spec.decoy_check:
             check_not_decoy(problem, shapes[0], spec, link, checked[0])
+    views = strict_or_kb(checked)  # the strict and KernelBench views' findings, the recheck's joining them
     off_the_gpu(checked)
     results = [ShapeResult(shape=s, correct=True, max_abs_err=c.worst, tolerance_rule=c.rules)
                for s, c in zip(shapes, checked, strict=True)]
@@ -78,14 +80,14 @@ def verify(spec: Spec, progress: Progress, link: Link, problem: ModuleType) -> V
                            (f" (median of passes spread over {spread:.3f})" if spread is not None else ""))
         progress.write(phase="recheck")
         with torch.no_grad():
-            for s in shapes:  # class 6: fresh inputs after timing
-                check_shape(problem, s, spec, link, (spec.timing_seed % 1000 + 97,))
+            for s, c in zip(shapes, checked, strict=True):  # class 6: fresh inputs after timing
+                views.append(views_of(check_shape(problem, s, spec, link, (spec.timing_seed % 1000 + 97,), c.fan_in)))
     finished = link.ask("finish")
     if isinstance(finished.get("build"), str) and finished["build"]:
         progress.write(build=finished["build"][:80])  # a lazily built extension is built by now
     verdict = summarise(results, compile_s)
     verdict.contention = contention
-    return verdict
+    return settle(verdict, views)
 
 
 def _ledger(spec: Spec) -> Ledger | None:

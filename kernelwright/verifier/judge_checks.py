@@ -1,10 +1,13 @@
 """The judge's correctness draws: the runner runs the candidate, the judge holds the truth.
 
 - `check_shape`: every distribution x seed of one shape. For each draw the judge computes the
-  reference's output and its float64 twin's (tolerance.py), sends the runner the draw's seed with
-  the output's shape (so it can poison the memory the output will land in), and compares the
-  outputs the runner sends back, which are only data: a missing file, a wrong size or dtype is a
-  verdict about the candidate. The expected outputs never leave the judge.
+  reference's output and its float64 twin's (tolerance.py; on the first draw also the output's
+  fan-in, fan_in.py), sends the runner the draw's seed with the output's shape (so it can poison
+  the memory the output will land in), and compares the outputs the runner sends back, which are
+  only data: a missing file, a wrong size or dtype is a verdict about the candidate. Each output
+  is judged by the strict rule and by KernelBench's (kb_view.py); a strict failure KernelBench's
+  rule accepts is held (`Deferred`) while the draws go on. The expected outputs never leave the
+  judge.
 - `outcome_of_death`: the verdict of a runner that closed the channel or stopped answering.
 """
 
@@ -12,13 +15,16 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from types import ModuleType
 from typing import Any
 
 from kernelwright.verifier.channel import ChannelBroken, Described, RunnerGone, field, load_output
+from kernelwright.verifier.fan_in import estimate_fan_in
 from kernelwright.verifier.inputs import DISTRIBUTIONS, clone, compare, draw_check_inputs
 from kernelwright.verifier.isolation import Rejected
 from kernelwright.verifier.judge_timing import Link, RunnerRejected
+from kernelwright.verifier.kb_view import DEFERRABLE, Deferred, kb_close
 from kernelwright.verifier.spec import Spec
 from kernelwright.verifier.tolerance import TimedBound, fp64_output, fp64_twin
 from kernelwright.verifier.verdict import Verdict
@@ -35,6 +41,9 @@ class Checked:
     call: dict[str, Any]
     timed_bound: TimedBound
     twin: Any = None  # the reference's float64 twin (None where the problem cannot run in float64)
+    fan_in: int | None = None  # input elements per output element (fan_in.py; None: not measured)
+    kb_ok: bool = True  # KernelBench's tolerance held on every draw
+    deferred: Deferred = dataclass_field(default_factory=Deferred)  # a strict failure KernelBench's rule accepted
 
 
 def reference_models(problem: ModuleType, shape: dict[str, Any], seed: int) -> tuple[Any, Any | None]:
@@ -50,21 +59,28 @@ def reference_models(problem: ModuleType, shape: dict[str, Any], seed: int) -> t
 
 
 def check_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Link,
-                seeds: tuple[int, ...]) -> Checked:
+                seeds: tuple[int, ...], fan_in: int | None = None) -> Checked:
     """Distribution-major: a failure right after a passing draw of the same distribution that
-    repeats the previous output is result caching (class 6); a failure on the first draw of a new
-    distribution after the default one passed is an input-distribution cheat (class 3)."""
+    repeats the previous output is result caching (class 6); an output that does not depend on the
+    input (the previous distribution's output again, a constant, or an input passed through) is
+    class 3; another failure is the reason of its comparison, naming the distributions it was
+    right and wrong on. `fan_in`: measured before (None: on the first draw with a float64 twin)."""
     import torch
 
     ref_model, twin = reference_models(problem, shape, spec.seeds[0])
     call = {"shape": shape, "init_seed": spec.seeds[0]}
     worst, rules, refs, bound = 0.0, set[str](), [], TimedBound()
     previous: tuple[str, Any] | None = None
+    passed: list[str] = []  # the distributions every draw of which passed
+    deferred, kb_ok = Deferred(), True
     for dist in DISTRIBUTIONS:
+        dist_ok = True
         for seed in seeds:
             inputs = draw_check_inputs(problem, shape, seed, dist)
             expected = ref_model(*clone(inputs))
             expected64 = fp64_output(twin, inputs)
+            if fan_in is None and expected64 is not None:
+                fan_in = estimate_fan_in(lambda xs: fp64_output(twin, xs), inputs, expected64, seed)
             like = expected if type(expected) is torch.Tensor else torch.empty(0, device="cuda")
             reply = link.ask("call", **call, seed=seed, dist=dist, repeat=2,
                              like={"shape": list(like.shape), "dtype": str(like.dtype).removeprefix("torch.")})
@@ -72,15 +88,26 @@ def check_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Li
             if len(outs) != 2:
                 raise ChannelBroken(f"{len(outs)} outputs for 2 calls")
             for out in outs:
-                reason, detail, err = _compared(out, expected, expected64, rules)
+                reason, detail, err = _compared(out, expected, expected64, rules, fan_in)
+                close = kb_close(out, expected)
                 if reason is not None:
-                    _raise_classified(reason, detail, out, dist, previous)
-                worst = max(worst, err) if err == err else worst
+                    reason, detail = classified(reason, detail, out, inputs, expected, dist, previous, passed)
+                    if not (close and reason in DEFERRABLE):
+                        raise Rejected(reason, detail)
+                    deferred.hold(reason, detail)
+                    dist_ok = False
+                elif err == err:
+                    worst = max(worst, err)
+                kb_ok = kb_ok and close
                 bound = bound.widened(out, expected)
             refs.append(expected)
             previous = (dist, outs[-1])
+        if dist_ok:
+            passed.append(dist)
     _check_problem_depends_on_input(refs)
-    return Checked(worst, ",".join(sorted(rules)), ref_model, call, bound, twin)
+    if deferred and not kb_ok:
+        raise Rejected(deferred.reason, deferred.detail)
+    return Checked(worst, ",".join(sorted(rules)), ref_model, call, bound, twin, fan_in, kb_ok, deferred)
 
 
 DECOY_SEED_OFFSET = 7919  # the decoy check's draw: a seed no correctness draw used
@@ -107,31 +134,54 @@ def check_not_decoy(problem: ModuleType, shape: dict[str, Any], spec: Spec, link
     outs = [load_output(h, link.outbox) for h in field(reply, "outputs", list)]
     if skipped <= 0 or len(outs) != 1:
         return
-    reason, _detail, _err = _compared(outs[0], expected, fp64_output(checked.twin, inputs), set())
+    reason, _detail, _err = _compared(outs[0], expected, fp64_output(checked.twin, inputs), set(), checked.fan_in)
     if reason is None:
         raise Rejected("fallback_decoy", f"the output is still right with the candidate's own kernel launches "
                                          f"skipped ({skipped} extension(s)): its kernels do not make the output")
 
 
-def _compared(out: Any, expected: Any, expected64: Any, rules: set[str]) -> tuple[str | None, str, float]:
+def _compared(out: Any, expected: Any, expected64: Any, rules: set[str],
+              fan_in: int | None = None) -> tuple[str | None, str, float]:
     if isinstance(out, Described):
         detail = "output has no CUDA storage" if out.no_storage or out.device != "cuda" else f"output is {out.kind}"
         return "non_tensor_output", detail, float("nan")
-    return compare(out, expected, expected64, rules)
+    return compare(out, expected, expected64, rules, fan_in)
 
 
-def _raise_classified(reason: str, detail: str, out: Any, dist: str, previous: tuple[str, Any] | None) -> None:
+def classified(reason: str, detail: str, out: Any, inputs: list[Any], expected: Any, dist: str,
+               previous: tuple[str, Any] | None, passed: list[str]) -> tuple[str, str]:
+    """(reason, detail) of a failed output. A tolerance failure (DEFERRABLE) that repeats the
+    previous draw's output is result caching within a distribution, and an output that does not
+    depend on the input across them; so is a constant output where the reference's is not, and one
+    of the draw's inputs passed through unchanged (class 3). Any other keeps its reason, naming the
+    distributions it was wrong and right on."""
     import torch
 
-    if reason == "wrong_output" and previous is not None:
-        prev_dist, prev_out = previous
-        same = type(out) is torch.Tensor and type(prev_out) is torch.Tensor and out.shape == prev_out.shape and \
-            torch.equal(out.nan_to_num(), prev_out.nan_to_num())
-        if same and prev_dist == dist:
-            raise Rejected("result_caching", f"a new {dist} input returned the previous input's output")
-        if prev_dist != dist:
-            raise Rejected("input_independent", f"correct on {prev_dist} inputs, wrong on {dist} inputs ({detail})")
-    raise Rejected(reason, detail)
+    if reason not in DEFERRABLE or type(out) is not torch.Tensor:
+        return reason, detail
+    if previous is not None and _same(out, previous[1]):
+        if previous[0] == dist:
+            return "result_caching", f"a new {dist} input returned the previous input's output"
+        return "input_independent", (f"the same output for {previous[0]} and {dist} inputs: it does not depend "
+                                     f"on its input ({detail})")
+    if _constant(out) and not (type(expected) is torch.Tensor and _constant(expected)):
+        return "input_independent", f"a constant output on {dist} inputs: it does not depend on its input ({detail})"
+    if any(_same(out, x) for x in inputs):
+        return "input_independent", f"the output is its input on {dist} inputs: it computes nothing from it ({detail})"
+    right = f" (right on {', '.join(passed)})" if passed else ""
+    return reason, f"wrong on {dist} inputs{right}: {detail}"
+
+
+def _same(a: Any, b: Any) -> bool:
+    import torch
+
+    return (type(a) is torch.Tensor and type(b) is torch.Tensor and a.shape == b.shape and a.dtype == b.dtype
+            and a.device == b.device and torch.equal(a.nan_to_num(), b.nan_to_num()))
+
+
+def _constant(x: Any) -> bool:
+    flat = x.nan_to_num().flatten()
+    return flat.numel() > 1 and bool((flat == flat[0]).all())
 
 
 def _check_problem_depends_on_input(refs: list[Any]) -> None:

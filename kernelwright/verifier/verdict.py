@@ -25,6 +25,7 @@ Reason codes (one per cheat class of docs/verification.md and per failure kind):
 | precision_downgrade | rejected | class 8: wrong dtype, or error only within a lower precision's tolerance |
 | launch_error | rejected | class 9: a kernel launch failed (CUDA error left pending) |
 | wrong_output | incorrect | outputs differ from the reference beyond tolerance |
+| approximation | incorrect | an approximation of the function (tanh-GELU for GELU), no lower-precision arithmetic |
 | shape_mismatch | incorrect | output shape differs |
 | compile_error | compile_error | `load_inline` (or import) failed |
 | illegal_memory_access | runtime_error | CUDA illegal address / misaligned access |
@@ -48,6 +49,11 @@ kernelwright/verifier/tolerance.py), on the verdict and per shape. The worker's 
 is untrusted data: `parse_report` accepts exactly the fields written here, with their types, and
 raises `MalformedReport` otherwise, which the caller turns into a `malformed_report` verdict.
 
+The KernelBench view (`kb_correct`, `kb_speedup`: verifier/kb_view.py) judges the same draws by
+KernelBench's tolerance (allclose, atol = rtol = 1e-2) with every other check unchanged; a
+candidate it accepts that the strict rule rejects is still timed, and keeps its strict reason.
+`speedup` is the strict view's: only on correct verdicts.
+
 `warnings` are notes that leave the status as it is: e.g. the candidate's C++/CUDA host code calls
 PyTorch compute (`at::matmul`, `x.sum()`), which on a GPU the run-time custom-kernel share judges.
 """
@@ -60,8 +66,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "7"  # 7: the judge's clock bounds the timer (2x), GPU memory admission; 6: a line left by a gone
-# runner, threads checked before timing; 5: the decoy check
+JUDGE_VERSION = "8"  # 8: element bounds per element and fan-in, approximation, the KernelBench view;
+# 7: the judge's clock bounds the timer (2x), GPU memory admission; 6: a line left by a gone runner, threads
+# checked before timing; 5: the decoy check
 
 STATUSES = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "not_verified")
 
@@ -84,6 +91,7 @@ REASON_STATUS: dict[str, str] = {
     "precision_downgrade": "rejected",
     "launch_error": "rejected",
     "wrong_output": "incorrect",
+    "approximation": "incorrect",
     "shape_mismatch": "incorrect",
     "compile_error": "compile_error",
     "illegal_memory_access": "runtime_error",
@@ -142,6 +150,8 @@ class Verdict:
     cpu_s: dict[str, float] = field(default_factory=dict)  # CPU seconds: judge, runner (its compilers included)
     isolation: str | None = None  # what confined the candidate's runner (user, landlock), as the judge set it up
     contention: list[str] = field(default_factory=list)  # figures taken while others held the GPU, a line each
+    kb_correct: bool | None = None  # KernelBench's tolerance held on every draw, every other check passed
+    kb_speedup: float | None = None  # the speedup the KernelBench view counts (where kb_correct)
 
     @classmethod
     def of(cls, reason: str, detail: str = "", **kw: Any) -> Verdict:

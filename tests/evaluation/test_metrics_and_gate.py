@@ -108,3 +108,26 @@ def test_both_views_of_correctness() -> None:
     loose = suite_figures(rows, gpu=True, own_share=0.4).overall.values
     assert loose["own.fast_0"] == 0.5
     assert suite_figures(rows, gpu=True, own_share=0.0).overall.values["own.fast_0"] == 0.5  # None never counts
+
+
+def test_the_kernelbench_view_counts_what_its_tolerance_accepted_and_the_gate_ignores_it() -> None:
+    """kb.* counts the verdicts KernelBench's tolerance accepted (kb_correct), at kb_speedup: a strict
+    approximation within 1e-2 is in, a strict pass beyond KernelBench's tolerance is out."""
+    rows = [FakeRow("x", Verdict.of("ok", speedup=2.0, kb_correct=True, kb_speedup=2.0)),
+            FakeRow("x", Verdict.of("approximation", kb_correct=True, kb_speedup=3.0)),
+            FakeRow("x", Verdict.of("ok", speedup=0.5, kb_correct=False)),  # large outputs: 1e-2 absolute fails
+            FakeRow("x", Verdict.of("wrong_output", kb_correct=False)),
+            FakeRow("x", Verdict.of("ok", speedup=4.0))]  # a verdict of an older judge: not judged by that view
+    g = suite_figures(rows, gpu=True).overall.values
+    assert g["fast_0"] == 0.6 and g["fast_1"] == 0.4 and g["geomean_speedup"] == pytest.approx(4 ** (1 / 3))
+    assert g["kb.fast_0"] == 0.4 and g["kb.fast_1"] == 0.4 and g["kb.geomean_speedup"] == pytest.approx(6 ** 0.5)
+    strict = {k: v for k, v in g.items() if not k.startswith("kb.")}
+    assert decide(strict, None).promote == decide(g, None).promote  # the gate reads the strict figures only
+
+
+def test_the_kernelbench_view_without_a_gpu_or_a_sample_it_accepts() -> None:
+    g = suite_figures([FakeRow("x", _v("no_gpu"))], gpu=False, no_gpu_reason="no CUDA device here").overall
+    assert g.not_applicable["kb.fast_0"] == "no CUDA device here"
+    assert g.not_applicable["kb.geomean_speedup"] == "no CUDA device here"
+    g = suite_figures([FakeRow("x", _v("wrong_output"))], gpu=True).overall
+    assert g.values["kb.fast_0"] == 0.0 and "kb.geomean_speedup" in g.not_applicable

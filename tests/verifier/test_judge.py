@@ -114,11 +114,12 @@ def test_a_verdict_says_which_figures_were_taken_beside_other_candidates(
     correctness draws the float64 twin is let go and the reference waits on the host until its timing."""
     from kernelwright.verifier.admission import Ledger
     from kernelwright.verifier.isolation import import_file
+    from kernelwright.verifier.kb_view import Deferred
     from kernelwright.verifier.verdict import ShapeResult
 
     moves: list[str] = []
     checked = SimpleNamespace(worst=0.0, rules="fp64_relative", ref_model=_RefModel(moves), twin=object(), call={},
-                              timed_bound=TimedBound())
+                              timed_bound=TimedBound(), fan_in=None, kb_ok=True, deferred=Deferred())
     monkeypatch.setattr(judge, "check_shape", lambda *a: checked)
     monkeypatch.setattr(judge, "check_not_decoy", lambda *a: None)
     monkeypatch.setattr(judge, "candidate_kernel_names", lambda path: set())

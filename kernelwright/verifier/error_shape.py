@@ -1,0 +1,92 @@
+"""What a failed comparison's error looks like: lower-precision arithmetic, or an approximation.
+
+Both leave a float32 output off by 1e-4 to 1e-2 relative over most of its elements (the band of
+`tolerance.lower_precision`), and neither is an error any float32 summation order makes. They
+differ in the error's shape against the true value:
+
+- rounding to a lower precision (bfloat16, float16 or TF32 inputs, products or accumulators; an
+  output stored in a half type) is unbiased: two elements of the same true value are off by
+  unrelated amounts of either sign, so the error's mean over elements of similar true values is
+  near zero. Truncating instead of rounding adds a part proportional to the value, which is
+  removed first;
+- an approximation of the function (GELU's tanh form for the exact GELU, a polynomial erf, an
+  approximate exp) is a deterministic function of its argument: elements of similar true values
+  are off by similar amounts, and those means carry most of the error.
+
+`systematic_share` measures it: the elements sorted by their true value into bins of equal count,
+the error less its least-squares part proportional to the value, and the share of that error's
+energy which the bins' means carry. Measured (tests/verifier/test_error_shape.py): tanh-GELU after
+a linear layer or a convolution, pooled or not, 0.66 to 0.88 on the judge's input distributions;
+bfloat16, float16 and TF32 (rounded or truncated) inputs, a half-precision erf, a bfloat16 output,
+0.16 at most; honest float32 about 0.06. An output most of whose elements are exact half-precision
+values was stored in one: lower precision, whatever the shape (`half_values_share`).
+
+`error_kind`: "lower_precision", "approximation" or "" (neither: a plain wrong output).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kernelwright.verifier.tolerance import FP64, Judgement, lower_precision
+
+LOWER = "lower_precision"
+APPROXIMATION = "approximation"
+
+
+def systematic_share(out: Any, truth: Any) -> float:
+    """The share of the error's energy that is a function of the true value (0: noise, 1: a curve);
+    NaN where fewer than 512 finite elements leave too few bins of 64 to tell."""
+    import torch
+
+    fin = torch.isfinite(out) & torch.isfinite(truth)
+    o, t = out[fin].double().flatten(), truth[fin].double().flatten()
+    bins = min(256, t.numel() // 64)
+    if bins < 8:
+        return math.nan
+    err = o - t
+    energy = float(t.square().sum())
+    resid = err - (float((err * t).sum()) / energy) * t if energy else err
+    total = float(resid.square().sum())
+    if total == 0:
+        return 0.0
+    sorted_resid = resid[torch.argsort(t)]
+    edges = torch.linspace(0, t.numel(), bins + 1, dtype=torch.float64).round().long().tolist()
+    carried = sum(float(sorted_resid[a:b].sum()) ** 2 / (b - a) for a, b in zip(edges[:-1], edges[1:], strict=True)
+                  if b > a)
+    return carried / total
+
+
+def half_values_share(out: Any) -> float:
+    """The share of finite nonzero float32 elements that are exact bfloat16 or float16 values (of an
+    honest float32 computation, about 1 in 8,000)."""
+    import torch
+
+    fin = out[torch.isfinite(out) & (out != 0)].float()
+    if not fin.numel():
+        return 0.0
+    half = (fin.half().float() == fin) | (fin.bfloat16().float() == fin)
+    return float(half.double().mean())
+
+
+def error_kind(j: Judgement, out: Any, ref: Any, ref64: Any) -> str:
+    """LOWER, APPROXIMATION or "" for a failed judgement of a floating output: within the
+    lower-precision band (relative L2 error at most 3e-2, over at least 1% of the elements), an
+    output of half-precision values is LOWER; an error that is mostly a function of the true value
+    (`systematic_share` of 0.4 or more; the true value is ref64 where the rule had it, else the
+    reference) is APPROXIMATION, in any floating dtype and below the band too; the rest of a
+    float32 band (relative L2 error 1e-4 and more) is LOWER."""
+    import torch
+
+    if not out.is_floating_point() or j.failed not in ("normwise", "elementwise", "values"):
+        return ""
+    if not (j.rel_err <= 3e-2 and j.over_fraction >= 0.01):
+        return ""
+    if out.dtype == torch.float32 and half_values_share(out) >= 0.5:
+        return LOWER
+    truth = ref64 if j.rule == FP64 and ref64 is not None else ref
+    share = systematic_share(out, truth)
+    if share >= 0.4:
+        return APPROXIMATION
+    return LOWER if lower_precision(j, out.dtype) else ""

@@ -47,6 +47,7 @@ from kernelwright.verifier.timing import (
     WALL_MAX_CALLS,
     WALL_TARGET_MS,
     WARM_UP_CALLS,
+    OutputWriter,
     RefCache,
     TimingSettings,
     below_bound,
@@ -138,7 +139,8 @@ def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget
     """One call's time on the judge's clock: batches of calls in the runner, each call's inputs drawn
     just before it and its output summed on the host before the next (so each call ends when its
     output is written), grown until a batch lasts WALL_TARGET_MS; the fastest of CLOCK_BATCHES, less
-    the cost per call of a no-op batch through the same path (the same draws and sums), which may
+    the cost per call of a no-op batch through the same path (the same draws and sums, and a no-op
+    candidate that writes an output like the candidate's), which may
     not exceed the judge's own cost of those draws and sums (times DRAW_SLACK) plus the channel's.
     Outputs of the fastest batch, chosen after every batch ran, are checked: each against the sum
     the runner reported for it and against the reference."""
@@ -180,17 +182,17 @@ def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget
 
 def draw_ms(target: ClockTarget, seed: int, calls: int) -> float:
     """The judge's own cost (ms per call) of what a no-op batch does per call: draw the call's
-    inputs, then sum a tensor like its output on the host; the faster of 2 rounds of `calls`."""
+    inputs, call the no-op candidate (OutputWriter) on them and sum its output on the host; the
+    faster of 2 rounds of `calls`."""
     import torch
 
-    like = torch.zeros(target.like["shape"], dtype=getattr(torch, target.like["dtype"]), device="cuda")
+    writer = OutputWriter(torch.zeros(target.like["shape"], dtype=getattr(torch, target.like["dtype"]), device="cuda"))
     best = math.inf
     for k in range(2):
         torch.cuda.synchronize()
         start = time.perf_counter()
         for i in range(calls):
-            draw_on_device(target.problem, target.shape, seed + k * calls + i)
-            checksum(like)
+            checksum(writer(*draw_on_device(target.problem, target.shape, seed + k * calls + i)))
         best = min(best, 1e3 * (time.perf_counter() - start) / max(calls, 1))
     return best
 

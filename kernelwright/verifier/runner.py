@@ -54,7 +54,14 @@ from kernelwright.verifier.runner_uid import limit_tasks
 from kernelwright.verifier.sandbox import confine, die_with_parent
 from kernelwright.verifier.seccomp import deny_reaching_out
 from kernelwright.verifier.timer import Timer
-from kernelwright.verifier.timing import TimingSettings, checksum, draw_on_device, fresh_sets, median_ms
+from kernelwright.verifier.timing import (
+    OutputWriter,
+    TimingSettings,
+    checksum,
+    draw_on_device,
+    fresh_sets,
+    median_ms,
+)
 
 
 class Runner:
@@ -70,7 +77,7 @@ class Runner:
         self.models: dict[str, Any] = {}
         self.wall_model: Any = None
         self.wall_shape: dict[str, Any] = {}
-        self.wall_like: Any = None  # summed by a no-op batch, as a batch sums its last output
+        self.wall_like: Any = None  # the no-op candidate (OutputWriter) of a no-op batch
         self.wall_held: list[Any] = []  # the outputs of the last batch
         self.wall_kept: list[Any] = []  # the outputs of the batch the judge asked to keep
         self.threads = 0
@@ -146,14 +153,15 @@ class Runner:
 
         self.wall_model, self.wall_shape = self._model(req), req["shape"]
         like = req["like"]
-        self.wall_like = torch.zeros(like["shape"], dtype=getattr(torch, like["dtype"]), device="cuda")
+        self.wall_like = OutputWriter(torch.zeros(like["shape"], dtype=getattr(torch, like["dtype"]), device="cuda"))
         self.wall_held, self.wall_kept = [], []
         return {}
 
     def run_wall(self, req: dict[str, Any]) -> dict[str, Any]:
         """`count` calls, each on the draw of seed + i made just before it (no call sees a later call's
         inputs), each output summed on the host before the next call (a call ends when its output is
-        written, whatever a synchronisation says) and held. A no-op batch draws and sums alike."""
+        written, whatever a synchronisation says) and held. A no-op batch draws, writes an output like
+        the candidate's (OutputWriter) and sums alike."""
         import torch
 
         noop, seed, count = bool(req["noop"]), int(req["seed"]), int(req["count"])
@@ -163,7 +171,7 @@ class Runner:
         with torch.no_grad():
             for i in range(count):
                 args = draw_on_device(self.problem, self.wall_shape, seed + i)
-                out = self.wall_like if noop else self.wall_model(*args)
+                out = (self.wall_like if noop else self.wall_model)(*args)
                 sums.append(checksum(out))
                 if not noop:
                     self.wall_held.append(out)

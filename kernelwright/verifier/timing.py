@@ -168,6 +168,25 @@ def _detached(out: Any) -> Any:
     return out.clone() if type(out) is torch.Tensor else out
 
 
+class OutputWriter:
+    """The no-op candidate of the judge's clock: a module call that writes an output like the
+    candidate's (one allocation, one fill kernel) and nothing else. Every honest call pays at least
+    this (the module call, a launch and the output's write), so subtracting it leaves the candidate's
+    own work; a batch of it runs through the same path as the candidate's batches."""
+
+    def __init__(self, like: Any) -> None:
+        import torch
+
+        class _Writer(torch.nn.Module):
+            def forward(self, *_args: Any) -> Any:
+                return torch.empty_like(like).fill_(0)
+
+        self.module = _Writer()
+
+    def __call__(self, *args: Any) -> Any:
+        return self.module(*args)
+
+
 def wall_estimate(fn: Any, sets: list[list[Any]]) -> float:
     """The judge's own estimate of one call (ms) of a forward in its own process: the wall clock of
     the fastest of WALL_BATCHES synchronised batches, less a no-op's per-call cost through the same loop."""

@@ -14,7 +14,7 @@ from kernelwright.verifier import judge_timing, runner, timing
 from kernelwright.verifier.isolation import Rejected
 from kernelwright.verifier.judge_timing import ClockTarget, judge_clock, time_candidate
 from kernelwright.verifier.runner import Runner
-from kernelwright.verifier.timing import checksum
+from kernelwright.verifier.timing import OutputWriter, checksum
 from kernelwright.verifier.tolerance import TimedBound
 
 
@@ -181,7 +181,7 @@ def test_the_runners_batch_draws_each_calls_inputs_just_before_the_call(
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     r = Runner({"timing": {}}, tmp_path, end=None)  # type: ignore[arg-type]  # no channel needed
     r.outbox.mkdir()
-    r.wall_model, r.wall_shape, r.wall_like = model, {}, torch.zeros(2)
+    r.wall_model, r.wall_shape, r.wall_like = model, {}, OutputWriter(torch.zeros(2))
     reply = r.run_wall({"noop": False, "seed": 10, "count": 3})
     assert events == [("draw", 10), ("call", 10), ("draw", 11), ("call", 11), ("draw", 12), ("call", 12)]
     assert reply["checksums"] == [40.0, 44.0, 48.0]  # each output (2 x seed, twice) summed after its call

@@ -17,13 +17,22 @@ float64's rounding and far below what one perturbed term of a sum of 10^9 change
 Only inputs count (a Linear layer's output depends on its K inputs; its weights are not perturbed),
 and only those that influence the output: an input behind a ReLU at zero, or not the maximum of its
 pooling window, moves nothing and has no rounding to pass on.
+
+A problem's fan-in is the same for every candidate: `cached_fan_in` keeps it under
+`<build_cache>/fan-in/`, keyed by the problem file's text, the shape and the first seed, beside the
+reference timings (the judge alone writes there; a runner cannot).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from kernelwright.atomic import write_json
 
 SHARES = (2.0**-1, 2.0**-5, 2.0**-10, 2.0**-15, 2.0**-20)
 STEP = 2.0**-6
@@ -85,3 +94,22 @@ def _perturbed(inputs: list[Any], floating: list[int], share: float, gen: Any) -
         mask = torch.rand(x.shape, generator=gen, device=x.device) < share
         out[i] = torch.where(mask, x + (STEP * scale).to(x.dtype), x)
     return out
+
+
+def cached_fan_in(build_cache: str | None, problem_file: str, shape: dict[str, Any], seed: int,
+                  measure: Callable[[], int | None]) -> int | None:
+    """The fan-in of a problem's shape from the cache, else `measure()`d and kept (None is not kept)."""
+    path = None
+    if build_cache:
+        key = json.dumps([Path(problem_file).read_text(encoding="utf-8"), shape, seed], sort_keys=True, default=str)
+        path = Path(build_cache) / "fan-in" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+        try:
+            held = json.loads(path.read_text(encoding="utf-8")).get("fan_in")
+            if isinstance(held, int) and not isinstance(held, bool) and held >= 1:
+                return held
+        except (OSError, ValueError, AttributeError):  # none yet, or unreadable: measured again
+            pass
+    n = measure()
+    if n is not None and path is not None:
+        write_json(path, {"fan_in": n})
+    return n

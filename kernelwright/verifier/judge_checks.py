@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from kernelwright.verifier.channel import ChannelBroken, Described, RunnerGone, field, load_output
-from kernelwright.verifier.fan_in import estimate_fan_in
+from kernelwright.verifier.fan_in import cached_fan_in, estimate_fan_in
 from kernelwright.verifier.inputs import DISTRIBUTIONS, clone, compare, draw_check_inputs
 from kernelwright.verifier.isolation import Rejected
 from kernelwright.verifier.judge_timing import Link, RunnerRejected
@@ -80,7 +80,7 @@ def check_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Li
             expected = ref_model(*clone(inputs))
             expected64 = fp64_output(twin, inputs)
             if fan_in is None and expected64 is not None:
-                fan_in = estimate_fan_in(lambda xs: fp64_output(twin, xs), inputs, expected64, seed)
+                fan_in = _fan_in(spec, shape, twin, inputs, expected64, seed)
             like = expected if type(expected) is torch.Tensor else torch.empty(0, device="cuda")
             reply = link.ask("call", **call, seed=seed, dist=dist, repeat=2,
                              like={"shape": list(like.shape), "dtype": str(like.dtype).removeprefix("torch.")})
@@ -108,6 +108,14 @@ def check_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Li
     if deferred and not kb_ok:
         raise Rejected(deferred.reason, deferred.detail)
     return Checked(worst, ",".join(sorted(rules)), ref_model, call, bound, twin, fan_in, kb_ok, deferred)
+
+
+def _fan_in(spec: Spec, shape: dict[str, Any], twin: Any, inputs: list[Any], expected64: Any, seed: int) -> int | None:
+    """The output's fan-in (fan_in.py), measured on this draw with the float64 twin or read from the cache."""
+    def measure() -> int | None:
+        return estimate_fan_in(lambda xs: fp64_output(twin, xs), inputs, expected64, seed)
+
+    return cached_fan_in(spec.build_cache, spec.problem, shape, spec.seeds[0], measure)
 
 
 DECOY_SEED_OFFSET = 7919  # the decoy check's draw: a seed no correctness draw used

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
-from kernelwright.verifier.fan_in import estimate_fan_in
+from kernelwright.verifier.fan_in import cached_fan_in, estimate_fan_in
 from kernelwright.verifier.tolerance import budget, judge
 from tests.verifier import ordering_zoo as zoo
 
@@ -158,3 +159,22 @@ def test_no_fan_in_without_a_floating_input_or_a_float64_output() -> None:
     assert estimate_fan_in(lambda xs: xs[0], [y], y, 0) is None  # float32 out: no twin
     assert estimate_fan_in(lambda xs: torch.zeros(10, dtype=torch.float64), [y], torch.zeros(10, dtype=torch.float64),
                            0) == 1  # the output moves with no input
+
+
+def test_a_problems_fan_in_is_measured_once_and_kept(tmp_path: Path) -> None:
+    problem = tmp_path / "p.py"
+    problem.write_text("# a problem\n")
+    calls: list[int] = []
+
+    def measure() -> int:
+        calls.append(1)
+        return 4096
+
+    assert cached_fan_in(str(tmp_path / "cache"), str(problem), {"n": 1}, 0, measure) == 4096
+    assert cached_fan_in(str(tmp_path / "cache"), str(problem), {"n": 1}, 0, measure) == 4096 and len(calls) == 1
+    assert cached_fan_in(str(tmp_path / "cache"), str(problem), {"n": 2}, 0, measure) == 4096 and len(calls) == 2
+    assert len(list((tmp_path / "cache" / "fan-in").glob("*.json"))) == 2  # one per shape
+    for path in (tmp_path / "cache" / "fan-in").glob("*.json"):
+        path.write_text('{"fan_in": "many"}')  # not an int: measured again, never trusted
+    assert cached_fan_in(str(tmp_path / "cache"), str(problem), {"n": 1}, 0, measure) == 4096 and len(calls) == 3
+    assert cached_fan_in(None, str(problem), {"n": 1}, 0, lambda: None) is None

@@ -130,8 +130,8 @@ def run_variant(name: str, overrides: dict, workdir: Path, threads: int) -> dict
     base_config.SIZES["tiny"] = replace(preset, **overrides)
     try:
         out = workdir / name
-        result = base.pretrain(base_config.PretrainConfig(workdir=str(workdir), out=str(out), register=False,
-                                                  threads=threads))
+        result = base.run_pretrain(base_config.PretrainConfig(workdir=str(workdir), out=str(out), register=False,
+                                                      threads=threads))
     finally:
         base_config.SIZES["tiny"] = preset
     with stage_run("curate", tags={"kw.sweep": name}):

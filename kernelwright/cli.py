@@ -79,10 +79,10 @@ def _in_stage_run(name: str, cfg: StageConfig, fn: Callable[[], T]) -> T:
 
 def _curate(argv: Sequence[str]) -> int:
     from kernelwright.curation.config import CurateConfig
-    from kernelwright.curation.stage import check_arguments, run_curate
+    from kernelwright.curation.stage import check_curate_config, run_curate
 
     cfg = parse_config(CurateConfig, argv, "kernelwright curate", "Curate a corpus into CuSeT-weighted Parquet.")
-    check_arguments(cfg)  # bad arguments are refused before the MLflow store is touched
+    check_curate_config(cfg)  # bad arguments are refused before the MLflow store is touched
     out = _in_stage_run("curate", cfg, lambda: run_curate(cfg))
     console.print(f"[green]curated[/] -> {out}")
     return 0
@@ -101,7 +101,7 @@ def _train(argv: Sequence[str]) -> int:
 
 def _evaluate(argv: Sequence[str]) -> int:
     from kernelwright.evaluation.report import results_table
-    from kernelwright.evaluation.stage import EvaluateConfig, evaluate, generate_candidates, plan_evaluation
+    from kernelwright.evaluation.stage import EvaluateConfig, generate_candidates, plan_evaluation, run_evaluate
 
     cfg = parse_config(EvaluateConfig, argv, "kernelwright evaluate", "Generate, verify and score kernels.")
     plan = plan_evaluation(cfg)  # bad arguments are refused before the MLflow store is touched
@@ -110,7 +110,7 @@ def _evaluate(argv: Sequence[str]) -> int:
         console.print(f"[green]generated[/] {record.samples} sample(s) for each of {record.problems} problems "
                       f"in {record.generate_s:.0f} s -> {plan.generations} (check them with --generations)")
         return 0
-    result = _in_stage_run("evaluate", cfg, lambda: evaluate(cfg, plan=plan))
+    result = _in_stage_run("evaluate", cfg, lambda: run_evaluate(cfg, plan=plan))
     console.print(results_table(result.figures, result.gpu_verified, result.gpu_reason))
     console.print(closing_line(result))
     return 0
@@ -149,7 +149,7 @@ def _serve(argv: Sequence[str]) -> int:
 
 def _base_model(argv: Sequence[str]) -> int:
     from kernelwright.base_model.config import PretrainConfig
-    from kernelwright.base_model.pretrain import check_arguments, pretrain
+    from kernelwright.base_model.pretrain import check_pretrain_config, run_pretrain
 
     args = list(argv)
     if args and args[0] in ("-h", "--help"):
@@ -158,8 +158,8 @@ def _base_model(argv: Sequence[str]) -> int:
         raise UsageError("usage: kernelwright base-model pretrain [--size tiny|small] [--minutes N] [--out DIR]")
     cfg = parse_config(PretrainConfig, args[1:], "kernelwright base-model pretrain",
                        "Pretrain a code base model on the code of the installed packages.")
-    check_arguments(cfg)  # before the MLflow store is touched
-    r = _in_stage_run("base-model", cfg, lambda: pretrain(cfg))
+    check_pretrain_config(cfg)  # before the MLflow store is touched
+    r = _in_stage_run("base-model", cfg, lambda: run_pretrain(cfg))
     what = "reused (same corpus digest and config)" if r.reused else (
         f"pretrained in {r.wall_s:.0f} s: {r.steps} steps, {r.tokens} tokens, loss {r.final_loss:.3f}, "
         f"held-out {r.heldout_bits_per_char:.3f} bits/char")

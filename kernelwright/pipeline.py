@@ -19,7 +19,7 @@ import mlflow
 from kernelwright.base_model.choose import check_base_model
 from kernelwright.config import config_to_params
 from kernelwright.curation.stage import run_curate
-from kernelwright.evaluation.stage import EvaluateResult, evaluate
+from kernelwright.evaluation.stage import EvaluateResult, run_evaluate
 from kernelwright.job_config import JobConfig, curate_config, evaluate_config, train_config
 from kernelwright.tracking import REGISTERED_MODEL, setup_tracking, stage_run
 from kernelwright.training.stage import run_train
@@ -69,7 +69,7 @@ def _run(cfg: PipelineConfig, on_stage: Callable[[str], None]) -> PipelineResult
         on_stage("evaluate")
         with stage_run("evaluate"):
             registered = f"models:/{REGISTERED_MODEL}/{trained.registered_version}"
-            evaluation = evaluate(evaluate_config(
+            evaluation = run_evaluate(evaluate_config(
                 cfg, workdir, registered if trained.registered_version else str(trained.model_dir)))
         wall = time.perf_counter() - start
         mlflow.log_metrics({"pipeline.wall_s": wall, "train.final_loss": trained.train_loss})

@@ -40,8 +40,9 @@ log = logging.getLogger(__name__)
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
-def preflight(cfg: ServeConfig) -> str:
-    """What will be served, in words; a UsageError when it cannot be."""
+def check_serve_config(cfg: ServeConfig) -> str:
+    """The serve stage's config check: a UsageError when the model cannot be served; else what will be
+    served, in words."""
     if cfg.backend == "openai":
         from kernelwright.serving.openai_backend import EngineSettings
 
@@ -102,7 +103,7 @@ class DrainingServer(uvicorn.Server):
 
 def run_serve(cfg: ServeConfig, announce: Callable[[str], object] = log.info) -> int:
     """Check the model, then serve until SIGTERM or Ctrl-C, draining before the process exits."""
-    what = preflight(cfg)
+    what = check_serve_config(cfg)
     if cfg.host not in LOOPBACK and not cfg.keys():
         log.warning("listening on %s without API keys: anyone who can reach the port can generate", cfg.host)
     announce(f"serving {what} on http://{cfg.host}:{cfg.port} (docs at /schema, metrics at /metrics)")

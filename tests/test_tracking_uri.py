@@ -116,7 +116,7 @@ def test_curate_and_train_open_the_named_store(tmp_path: Path, monkeypatch: pyte
     other = f"sqlite:///{tmp_path / 'other.db'}"
     monkeypatch.setattr(curate_stage, "run_curate", lambda cfg: mlflow.log_param("stub", "curate") or tmp_path)
     assert main(["curate", "--workdir", str(tmp_path / "kw"), "--tracking-uri", other]) == 0
-    monkeypatch.setattr(train_stage, "check_args", lambda cfg: None)
+    monkeypatch.setattr(train_stage, "check_train_config", lambda cfg: None)
     monkeypatch.setattr(train_stage, "run_train", lambda cfg: train_stage.TrainResult(
         tmp_path, mlflow.active_run().info.run_id, None, 0.0, 0.0))  # type: ignore[union-attr]
     assert main(["train", "--workdir", str(tmp_path / "kw"), "--tracking-uri", other,
@@ -131,7 +131,7 @@ def test_pipeline_opens_the_named_store(tmp_path: Path, monkeypatch: pytest.Monk
 
     monkeypatch.setattr(pipeline, "run_curate", lambda cfg: tmp_path)
     monkeypatch.setattr(pipeline, "run_train", lambda cfg: TrainResult(tmp_path, None, None, 0.5, 0.0))
-    monkeypatch.setattr(pipeline, "evaluate", lambda cfg: "figures")
+    monkeypatch.setattr(pipeline, "run_evaluate", lambda cfg: "figures")
     other = f"sqlite:///{tmp_path / 'other.db'}"
     result = pipeline.run_pipeline(PipelineConfig(workdir=str(tmp_path / "kw"), tracking_uri=other))
     assert result.tracking_uri == other and len(_runs(other, "pipeline")) == 1

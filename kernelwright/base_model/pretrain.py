@@ -90,7 +90,7 @@ def _sources(cfg: PretrainConfig) -> list[Source] | None:
     return folder_sources(cfg.source) if cfg.source else None
 
 
-def check_arguments(cfg: PretrainConfig) -> None:
+def check_pretrain_config(cfg: PretrainConfig) -> None:
     """Refuse missing folders before any store is touched."""
     folder_sources(cfg.source)
     for folder in cfg.decontaminate_against:
@@ -99,7 +99,7 @@ def check_arguments(cfg: PretrainConfig) -> None:
 
 
 def _exclusions(cfg: PretrainConfig) -> list[Path]:
-    check_arguments(cfg)
+    check_pretrain_config(cfg)
     return exclusion_folders(cfg.decontaminate_against)
 
 
@@ -188,7 +188,7 @@ def _cpu_threads(cfg: PretrainConfig) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def pretrain(cfg: PretrainConfig, on_step: OnStep | None = None) -> PretrainResult:
+def run_pretrain(cfg: PretrainConfig, on_step: OnStep | None = None) -> PretrainResult:
     """Build (or reuse) the base model; inside an active MLflow run, log and register it there."""
     with _cpu_threads(cfg):
         return _pretrain(cfg, on_step)
@@ -285,10 +285,10 @@ def ensure_default_base(workdir: Path) -> Path:
     now (as a nested MLflow run `base-model` when a run is active)."""
     cfg = PretrainConfig(workdir=str(workdir))
     if mlflow.active_run() is None:
-        return pretrain(cfg).path
+        return run_pretrain(cfg).path
     meta = read_meta(_output(cfg))
     if meta is not None and meta.get("key") == build_key(cfg, plan_corpus(cfg.selection()).digest):
         return _output(cfg)
     log.info("pretraining the tiny base model in %s", _output(cfg))
     with stage_run("base-model"):
-        return pretrain(cfg).path
+        return run_pretrain(cfg).path

@@ -50,7 +50,7 @@ def _contamination(cfg: CurateConfig, corpus: pl.DataFrame) -> dict[str, str]:
     return contaminated(index, texts, cfg.decontam_min_share)
 
 
-def check_arguments(cfg: CurateConfig) -> None:
+def check_curate_config(cfg: CurateConfig) -> None:
     """Refuse missing inputs, decontamination folders or base model before any store is touched."""
     for path in cfg.input:
         if not Path(path).exists():

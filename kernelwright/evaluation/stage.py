@@ -169,7 +169,8 @@ class EvaluationPlan:
 
 
 def plan_evaluation(cfg: EvaluateConfig) -> EvaluationPlan:
-    """Validate the arguments (problems, generations folder, a local model) without touching a store."""
+    """The evaluate stage's config check (problems, generations folder, a local model), made without touching a
+    store; it returns the plan it checked, which `run_evaluate` then follows."""
     workdir = resolve_workdir(cfg.workdir)
     out = Path(cfg.out) if cfg.out else workdir / "evaluate"
     problems = select_problems(cfg.suite, cfg.split)
@@ -299,8 +300,8 @@ def verification(cfg: EvaluateConfig, verifier: Verifier | None) -> Iterator[tup
         yield verifier or ray_verifier(cfg.ray_gpu_fraction), gpus > 0, NO_RAY_GPU_REASON
 
 
-def evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
-             plan: EvaluationPlan | None = None) -> EvaluateResult:
+def run_evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
+                 plan: EvaluationPlan | None = None) -> EvaluateResult:
     """Generate (or read) candidates, check them, score them, and run the gate. `verifier` None: see
     `verification`."""
     plan = plan or plan_evaluation(cfg)

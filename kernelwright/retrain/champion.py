@@ -26,7 +26,7 @@ from kernelwright.evaluation.registry import (
     record_figures,
     recorded_figures,
 )
-from kernelwright.evaluation.stage import evaluate
+from kernelwright.evaluation.stage import run_evaluate
 from kernelwright.job_config import evaluate_config
 from kernelwright.retrain.config import RetrainConfig
 from kernelwright.tracking import stage_run
@@ -58,7 +58,7 @@ def _evaluate_version(cfg: RetrainConfig, version: str, scope: GateScope, verifi
                       run_name: str) -> dict[str, float] | None:
     """Evaluate registered `version` in a child run; record and return its gate figures (None: no GPU)."""
     with stage_run(run_name, tags={"model.version": version}):
-        result = evaluate(evaluate_config(
+        result = run_evaluate(evaluate_config(
             cfg, resolve_workdir(cfg.workdir), f"models:/{cfg.registered_model}/{version}", suite=cfg.suite,
             temperature=cfg.temperature, batch_size=cfg.eval_batch_size, gate=False, gate_view=cfg.gate_view,
             ray=cfg.ray, ray_gpu_fraction=cfg.ray_gpu_fraction, out=str(scope.out / f"v{version}")),

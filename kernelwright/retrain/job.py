@@ -30,7 +30,7 @@ from mlflow.tracking import MlflowClient
 from kernelwright import atomic
 from kernelwright.base_model.choose import resolve_base_model
 from kernelwright.config import config_to_params
-from kernelwright.curation.stage import check_arguments as check_curate_arguments
+from kernelwright.curation.stage import check_curate_config
 from kernelwright.evaluation.candidates import select_problems
 from kernelwright.evaluation.checking import Verifier
 from kernelwright.evaluation.gate import CHAMPION
@@ -75,7 +75,7 @@ def run_retrain(cfg: RetrainConfig, verifier: Verifier | None = None,
                 on_stage: Callable[[str], None] = lambda name: None) -> RetrainResult:
     """The whole job (see the module doc); `on_stage(name)` is called as each step starts. `verifier` None:
     the evaluate stage's own (worker processes here, or Ray tasks with --ray)."""
-    check_curate_arguments(curate_config(cfg, Path(".")))  # bad input is refused before any store is touched
+    check_curate_config(curate_config(cfg, Path(".")))  # bad input is refused before any store is touched
     if cfg.ray:
         import_ray()
     problems = select_problems(cfg.suite, "test")

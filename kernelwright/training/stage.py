@@ -57,7 +57,7 @@ class TrainResult:
     train_runtime_s: float
 
 
-def check_args(cfg: TrainConfig) -> None:
+def check_train_config(cfg: TrainConfig) -> None:
     """What can be checked without a model or an MLflow store: run before either is touched."""
     if world_size() > 1 and cfg.lora:
         raise UsageError("LoRA runs in one process (a 7B model's LoRA fits on one H200): use --full under FSDP")
@@ -68,7 +68,7 @@ def run_train(cfg: TrainConfig) -> TrainResult:
     """Train one weighting; inside an active MLflow run, log everything to it and register the model."""
     if cfg.ablation is not None:
         raise UsageError("run_train trains one weighting: use run_ablation for --ablation")
-    check_args(cfg)
+    check_train_config(cfg)
     workdir = resolve_workdir(cfg.workdir)
     data_dir = _data_dir(cfg)
     output_dir = output_dir_of(cfg)
@@ -151,7 +151,7 @@ def train_command(cfg: TrainConfig) -> list[TrainResult]:
     """What `kernelwright train` runs: the arguments checked, then the MLflow store (--tracking-uri, else the work
     folder's), one run (resumed when a previous run into the same output folder was killed and the store holds it),
     one weighting or an ablation. Other ranks of a multi-process launch train without MLflow."""
-    check_args(cfg)
+    check_train_config(cfg)
     if not is_main_process():
         return run_ablation(cfg) if cfg.ablation else [run_train(cfg)]
     with tracking_env(cfg.tracking_uri):

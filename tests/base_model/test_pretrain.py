@@ -16,7 +16,7 @@ from kernelwright.base_model.pretrain import (
     META_FILE,
     _new_model,
     idle_cores,
-    pretrain,
+    run_pretrain,
 )
 from kernelwright.base_model.tokenizer import IGNORE, BlockSampler, train_code_tokenizer
 from kernelwright.cli import main
@@ -35,7 +35,7 @@ def test_loss_falls_and_the_result_is_an_hf_checkpoint(code_dir: Path, tmp_path:
     keep = {}
     monkeypatch.setattr(pretrain_module, "train_code_tokenizer",
                         lambda *a: keep.setdefault("t", train_code_tokenizer(*a)))
-    result = pretrain(_cfg(code_dir, tmp_path / "base"))
+    result = run_pretrain(_cfg(code_dir, tmp_path / "base"))
     keep["t"].save_pretrained(tmp_path / "tok")
     meta = json.loads((result.path / META_FILE).read_text())
     losses = [loss for _, loss in meta["losses"]]
@@ -56,17 +56,17 @@ def test_loss_falls_and_the_result_is_an_hf_checkpoint(code_dir: Path, tmp_path:
 
 
 def test_reused_when_digest_and_config_match_else_built_again(code_dir: Path, tmp_path: Path) -> None:
-    first = pretrain(_cfg(code_dir, tmp_path / "base"))
-    again = pretrain(_cfg(code_dir, tmp_path / "base"))
+    first = run_pretrain(_cfg(code_dir, tmp_path / "base"))
+    again = run_pretrain(_cfg(code_dir, tmp_path / "base"))
     assert again.reused and again.key == first.key and again.path == first.path
-    assert not pretrain(_cfg(code_dir, tmp_path / "base", seed=1)).reused
+    assert not run_pretrain(_cfg(code_dir, tmp_path / "base", seed=1)).reused
     (code_dir / "bisect.py").write_text("def f(x):\n    return x + 1\n" * 50)
-    rebuilt = pretrain(_cfg(code_dir, tmp_path / "base", seed=1))
+    rebuilt = run_pretrain(_cfg(code_dir, tmp_path / "base", seed=1))
     assert not rebuilt.reused and rebuilt.corpus_digest != first.corpus_digest
 
 
 def test_an_interrupted_run_resumes_where_it_stopped(code_dir: Path, tmp_path: Path) -> None:
-    whole = pretrain(_cfg(code_dir, tmp_path / "whole"))
+    whole = run_pretrain(_cfg(code_dir, tmp_path / "whole"))
 
     def stop_at_10(state: LoopState) -> None:
         if state.step == 10:
@@ -74,11 +74,11 @@ def test_an_interrupted_run_resumes_where_it_stopped(code_dir: Path, tmp_path: P
 
     cfg = _cfg(code_dir, tmp_path / "split")
     with pytest.raises(KeyboardInterrupt):
-        pretrain(cfg, on_step=stop_at_10)
+        run_pretrain(cfg, on_step=stop_at_10)
     saved = torch.load(tmp_path / ".split.pretrain" / STATE_FILE, weights_only=False)
     assert saved["loop"]["step"] == 10 and saved["loop"]["blocks"] == 40
     seen: list[int] = []
-    resumed = pretrain(cfg, on_step=lambda s: seen.append(s.step))
+    resumed = run_pretrain(cfg, on_step=lambda s: seen.append(s.step))
     assert seen[0] == 11 and resumed.steps == STEPS
     a = load_base_model(whole.path, device="cpu").state_dict()
     b = load_base_model(resumed.path, device="cpu").state_dict()

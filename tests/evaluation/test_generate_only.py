@@ -14,9 +14,9 @@ from kernelwright.evaluation.registry import EXTERNAL_SAMPLING, sampling_scope
 from kernelwright.evaluation.stage import (
     GENERATION_RECORD,
     EvaluateConfig,
-    evaluate,
     read_generation_record,
     recorded_sampling,
+    run_evaluate,
 )
 
 
@@ -35,8 +35,8 @@ def test_generate_only_writes_candidates_and_their_sampling_and_checks_nothing(
     assert record["samples"] == 2 and record["problems"] == len(problems) and record["model"] == str(tiny_model_dir)
     assert not (out / "results.json").exists()  # nothing was checked
     assert recorded_sampling(read_generation_record(out / "generations")) == sampling_scope(0.7, 4)
-    report = evaluate(EvaluateConfig(generations=str(out / "generations"), samples=2, out=str(out),
-                                     workdir=str(tmp_path / "kw")))  # checked later, here on a CPU
+    report = run_evaluate(EvaluateConfig(generations=str(out / "generations"), samples=2, out=str(out),
+                                         workdir=str(tmp_path / "kw")))  # checked later, here on a CPU
     assert len(report.rows) == 2 * len(problems)
     assert json.loads((out / "results.json").read_text())["generation"] == record  # how they were sampled
 

@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from kernelwright.evaluation import stage
 from kernelwright.evaluation.report import TAG_CHARS, candidate_artifact, not_applicable_note
-from kernelwright.evaluation.stage import EvaluateConfig, evaluate
+from kernelwright.evaluation.stage import EvaluateConfig, run_evaluate
 from kernelwright.tracking import setup_tracking
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
@@ -41,8 +41,8 @@ def _logged_run(tmp_path: Path, gen: Path, out: Path, monkeypatch: pytest.Monkey
     exp_id = setup_tracking(tmp_path / "kw")
     monkeypatch.setattr(stage, "cuda_available", lambda: False)
     with mlflow.start_run() as run:
-        evaluate(EvaluateConfig(suite=str(_suite(tmp_path)), generations=str(gen), samples=2, out=str(out),
-                                workdir=str(tmp_path / "kw")))
+        run_evaluate(EvaluateConfig(suite=str(_suite(tmp_path)), generations=str(gen), samples=2, out=str(out),
+                                    workdir=str(tmp_path / "kw")))
     return exp_id, run.info.run_id
 
 

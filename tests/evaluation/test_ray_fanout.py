@@ -15,7 +15,7 @@ import pytest
 
 from kernelwright.cli import main
 from kernelwright.evaluation import stage
-from kernelwright.evaluation.stage import EvaluateConfig, evaluate
+from kernelwright.evaluation.stage import EvaluateConfig, run_evaluate
 from kernelwright.verifier import ray_fanout, verify
 from tests.evaluation._ray_worker import FakeWorker, fails, marks
 
@@ -50,9 +50,9 @@ def test_local_workers_and_ray_tasks_give_the_same_rows(
         ray_instance: None, evaluation: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stage, "cuda_available", lambda: True)  # the local run's GPU; Ray's is declared above
     monkeypatch.setattr(verify, "run_worker", FakeWorker(str(tmp_path / "marks-local")))
-    here = evaluate(EvaluateConfig(**evaluation, out=str(tmp_path / "here")))
+    here = run_evaluate(EvaluateConfig(**evaluation, out=str(tmp_path / "here")))
     monkeypatch.setattr(verify, "run_worker", FakeWorker(str(tmp_path / "marks-ray")))
-    on_ray = evaluate(EvaluateConfig(**evaluation, out=str(tmp_path / "on-ray"), ray="auto"))
+    on_ray = run_evaluate(EvaluateConfig(**evaluation, out=str(tmp_path / "on-ray"), ray="auto"))
 
     assert here.gpu_verified and on_ray.gpu_verified
     assert [r.flat() for r in on_ray.rows] == [r.flat() for r in here.rows]
@@ -82,7 +82,7 @@ def test_a_cluster_without_gpus_verifies_nothing_and_says_why(evaluation: dict, 
 
     monkeypatch.setattr(stage, "connected", no_gpus)
     monkeypatch.setattr(stage, "import_ray", lambda: None)
-    result = evaluate(EvaluateConfig(**evaluation, out=str(tmp_path / "out"), ray="auto"))
+    result = run_evaluate(EvaluateConfig(**evaluation, out=str(tmp_path / "out"), ray="auto"))
     assert not result.gpu_verified and result.gpu_reason == stage.NO_RAY_GPU_REASON
     assert {r.verdict.reason for r in result.rows} == {"no_gpu"}
 
@@ -140,7 +140,7 @@ def test_the_retrain_gate_verifies_on_ray_over_one_connection(tmp_path: Path, mo
     monkeypatch.setattr(champion, "recorded_figures", lambda *a: None)
     monkeypatch.setattr(champion, "stage_run", lambda *a, **k: nullcontext())
     monkeypatch.setattr(champion, "_tagged", lambda name, version, outcome: outcome)
-    monkeypatch.setattr(champion, "evaluate", lambda cfg, verifier: evaluated.append(cfg) or SimpleNamespace(
+    monkeypatch.setattr(champion, "run_evaluate", lambda cfg, verifier: evaluated.append(cfg) or SimpleNamespace(
         gpu_verified=False))
     cfg = RetrainConfig(workdir=str(tmp_path), ray="ray://head:10001", ray_gpu_fraction=0.5)
     outcome = champion.run_gate(cfg, "3", champion.GateScope({}, "key", tmp_path), None)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kernelwright.evaluation.metrics import metric_key
-from kernelwright.evaluation.stage import EvaluateConfig, evaluate
+from kernelwright.evaluation.stage import EvaluateConfig, run_evaluate
 from kernelwright.seed import load_seed_tasks, split_tasks
 
 
@@ -31,8 +31,8 @@ def test_held_out_generations_cover_every_category(tmp_path: Path) -> None:
 @pytest.mark.gpu
 def test_held_out_seed_solutions_are_all_correct_on_a_gpu(tmp_path: Path) -> None:
     ids = held_out_generations(tmp_path / "gen")
-    result = evaluate(EvaluateConfig(generations=str(tmp_path / "gen"), out=str(tmp_path / "out"),
-                                     workdir=str(tmp_path / "kw"), gate=False))
+    result = run_evaluate(EvaluateConfig(generations=str(tmp_path / "gen"), out=str(tmp_path / "out"),
+                                         workdir=str(tmp_path / "kw"), gate=False))
     wrong = [(r.problem_id, r.verdict.reason, r.verdict.detail[:200]) for r in result.rows if not r.verdict.correct]
     assert wrong == [] and len(result.rows) == len(ids) == 13
     assert result.gpu_verified and result.metrics["fast_0"] == 1.0 and result.metrics["compile_rate"] == 1.0

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from kernelwright.evaluation import stage
 from kernelwright.evaluation.candidates import candidates_from, select_problems
 from kernelwright.evaluation.metrics import metric_key
-from kernelwright.evaluation.stage import EvaluateConfig, evaluate
+from kernelwright.evaluation.stage import EvaluateConfig, run_evaluate
 from kernelwright.tracking import setup_tracking
 from kernelwright.verifier.verdict import JUDGE_VERSION, Verdict
 from kernelwright.verifier.verify import VerifyConfig
@@ -64,8 +64,8 @@ def test_builtin_suite_and_seed_split_load() -> None:
 def test_cpu_evaluation_reports_no_speed_figures(suite: Path, generations: Path, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stage, "cuda_available", lambda: False)
-    result = evaluate(EvaluateConfig(suite=str(suite), generations=str(generations), samples=2,
-                                     out=str(tmp_path / "out"), workdir=str(tmp_path / "kw")))
+    result = run_evaluate(EvaluateConfig(suite=str(suite), generations=str(generations), samples=2,
+                                         out=str(tmp_path / "out"), workdir=str(tmp_path / "kw")))
     reasons = [(r.problem_id, r.sample, r.verdict.reason) for r in result.rows]
     assert reasons == [("level1/affine", 0, "no_gpu"), ("level1/affine", 1, "fallback_try_except"),
                        ("level1/relu_nonneg", 0, "no_gpu"), ("level1/relu_nonneg", 1, "no_candidate")]
@@ -124,7 +124,7 @@ def test_gate_moves_champion_only_on_improvement(suite: Path, tmp_path: Path,
     def run(version: str, speeds: dict[str, float]) -> stage.EvaluateResult:
         cfg = EvaluateConfig(suite=str(suite), generations=str(gen), model=f"models:/{name}/{version}",
                              out=str(tmp_path / f"out{version}"), workdir=str(workdir))
-        return evaluate(cfg, verifier=_fake_gpu(speeds))
+        return run_evaluate(cfg, verifier=_fake_gpu(speeds))
 
     first = run(versions[0], {"affine": 1.5, "relu_nonneg": 0.8})
     assert first.metrics["fast_1"] == 0.5 and first.gate is not None and first.gate.promote
@@ -152,8 +152,8 @@ def test_real_workers_wired_through_evaluate(suite: Path, generations: Path, tmp
     if torch.cuda.is_available():
         pytest.skip("on a GPU the fixtures' own GPU test covers this path")
     monkeypatch.setattr(stage, "cuda_available", lambda: True)
-    result = evaluate(EvaluateConfig(suite=str(suite), generations=str(generations), samples=2, jobs=2,
-                                     timeout_s=120, out=str(tmp_path / "out"), workdir=str(tmp_path / "kw")))
+    result = run_evaluate(EvaluateConfig(suite=str(suite), generations=str(generations), samples=2, jobs=2,
+                                         timeout_s=120, out=str(tmp_path / "out"), workdir=str(tmp_path / "kw")))
     by_reason = {(r.problem_id, r.sample): (r.verdict.status, r.verdict.reason, r.gpu_verified, r.compiled)
                  for r in result.rows}
     assert by_reason[("level1/affine", 1)] == ("rejected", "fallback_try_except", False, True)
@@ -185,9 +185,9 @@ def test_a_gpu_run_whose_candidates_all_fail_is_recorded_and_never_promoted(
     version = _register(client, "kw-fail-coder", tmp_path)
     monkeypatch.setattr(stage, "cuda_available", lambda: True)
     with mlflow.start_run():
-        result = evaluate(EvaluateConfig(suite=str(suite), generations=str(_failing_generations(tmp_path)),
-                                         model=f"models:/kw-fail-coder/{version}", out=str(tmp_path / "out"),
-                                         workdir=str(workdir)), verifier=_fake_gpu({}))
+        result = run_evaluate(EvaluateConfig(suite=str(suite), generations=str(_failing_generations(tmp_path)),
+                                             model=f"models:/kw-fail-coder/{version}", out=str(tmp_path / "out"),
+                                             workdir=str(workdir)), verifier=_fake_gpu({}))
     m = result.metrics
     assert result.gpu_verified and m["compile_rate"] == 0.0 and m["fast_0"] == 0.0 and m["fast_1"] == 0.0
     assert m["fast_p.0.5"] == 0.0 and "geomean_speedup" not in m
@@ -245,8 +245,8 @@ def test_a_cpu_evaluation_carries_the_host_code_pytorch_warning(suite: Path, tmp
     partial = honest.replace("    return y;\n", "    return at::matmul(y, y.t());\n")
     assert partial != honest
     (gen / "level1" / "affine" / "sample_0.py").write_text(partial)
-    result = evaluate(EvaluateConfig(suite=str(suite), generations=str(gen), out=str(tmp_path / "out"),
-                                     workdir=str(tmp_path / "kw")))
+    result = run_evaluate(EvaluateConfig(suite=str(suite), generations=str(gen), out=str(tmp_path / "out"),
+                                         workdir=str(tmp_path / "kw")))
     row = next(r for r in result.rows if r.problem_id == "level1/affine")
     assert row.verdict.reason == "no_gpu" and any("at::matmul" in w for w in row.verdict.warnings)
 
@@ -264,7 +264,7 @@ def test_the_gate_compares_own_kernel_figures_unless_told_otherwise(suite: Path,
     def run(version: str, speed: float, share: float, view: str = "own") -> stage.EvaluateResult:
         cfg = EvaluateConfig(suite=str(suite), generations=str(gen), model=f"models:/{name}/{version}",
                              out=str(tmp_path / f"o{version}"), workdir=str(workdir), gate_view=view)
-        return evaluate(cfg, verifier=_fake_gpu({"affine": speed, "relu_nonneg": speed}, share))
+        return run_evaluate(cfg, verifier=_fake_gpu({"affine": speed, "relu_nonneg": speed}, share))
 
     first = run(versions[0], 1.5, 0.95)
     assert first.gate is not None and first.gate.promote
@@ -304,7 +304,8 @@ def test_the_kernelbench_view_gate_counts_partial_pytorch(suite: Path, tmp_path:
     gen = _honest_generations(tmp_path / "gen_any")
     monkeypatch.setattr(stage, "cuda_available", lambda: True)
     version = _register(client, "kw-any-coder", tmp_path)
-    result = evaluate(EvaluateConfig(suite=str(suite), generations=str(gen), model=f"models:/kw-any-coder/{version}",
-                                     out=str(tmp_path / "o"), workdir=str(tmp_path / "kw"), gate_view="any"),
-                      verifier=_fake_gpu({"affine": 2.0, "relu_nonneg": 2.0}, share=0.3))
+    result = run_evaluate(EvaluateConfig(suite=str(suite), generations=str(gen),
+                                         model=f"models:/kw-any-coder/{version}", out=str(tmp_path / "o"),
+                                         workdir=str(tmp_path / "kw"), gate_view="any"),
+                          verifier=_fake_gpu({"affine": 2.0, "relu_nonneg": 2.0}, share=0.3))
     assert result.gate is not None and result.gate.promote and result.gate.candidate["fast_1"] == 1.0

@@ -20,7 +20,7 @@ _BUILT: dict[str, Path] = {}
 def micro_base(factory: pytest.TempPathFactory) -> Path:
     """The micro base model, built once per test session."""
     if "micro" not in _BUILT:
-        from kernelwright.base_model.pretrain import PretrainConfig, pretrain
+        from kernelwright.base_model.pretrain import PretrainConfig, run_pretrain
 
         root = factory.mktemp("micro-base")
         code = root / "code"
@@ -29,7 +29,7 @@ def micro_base(factory: pytest.TempPathFactory) -> Path:
             shutil.copy(STDLIB / name, code / name)
         cfg = PretrainConfig(size="micro", source=[str(code)], out=str(root / "base"), workdir=str(root / "wd"),
                              max_steps=STEPS, warmup_steps=4, register=False)
-        _BUILT["micro"] = pretrain(cfg).path
+        _BUILT["micro"] = run_pretrain(cfg).path
     return _BUILT["micro"]
 
 

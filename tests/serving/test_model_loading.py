@@ -16,7 +16,7 @@ from kernelwright.cli import main
 from kernelwright.config import build_parser
 from kernelwright.errors import UsageError
 from kernelwright.models import ModelRef
-from kernelwright.serve import preflight
+from kernelwright.serve import check_serve_config
 from kernelwright.serving import loading
 from kernelwright.serving.app import create_app
 from kernelwright.serving.config import ServeConfig
@@ -162,7 +162,8 @@ def test_serve_refuses_what_it_cannot_serve_with_exit_2(tmp_path: Path, monkeypa
 
 def test_preflight_names_the_scripted_backend(tmp_path: Path) -> None:
     (tmp_path / "t.json").write_text('["a", "b"]')
-    assert preflight(ServeConfig(backend=f"scripted:{tmp_path / 't.json'}")).startswith("scripted backend (2 texts")
+    described = check_serve_config(ServeConfig(backend=f"scripted:{tmp_path / 't.json'}"))
+    assert described.startswith("scripted backend (2 texts")
 
 
 def test_help_documents_the_scripted_backend_and_the_keys() -> None:

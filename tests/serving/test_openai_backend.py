@@ -12,7 +12,7 @@ import pytest
 
 from kernelwright.config import parse_config
 from kernelwright.errors import UsageError
-from kernelwright.serve import preflight
+from kernelwright.serve import check_serve_config
 from kernelwright.serving import openai_startup
 from kernelwright.serving.config import ServeConfig
 from tests.serving.fake_engine import MODEL, FakeEngine, engine_client, wait_ready
@@ -308,6 +308,6 @@ def test_flags_with_dashes_and_the_preflight(monkeypatch: pytest.MonkeyPatch) ->
     assert (cfg.backend_url, cfg.backend_model, cfg.backend_api_key_env) == ("http://u:pw@h:1", "m", "NOT_SET_KEY_VAR")
     monkeypatch.delenv("NOT_SET_KEY_VAR", raising=False)
     with pytest.raises(UsageError, match="NOT_SET_KEY_VAR, which is not set"):
-        preflight(cfg)
+        check_serve_config(cfg)
     monkeypatch.setenv("NOT_SET_KEY_VAR", "k")
-    assert preflight(cfg) == "m of the OpenAI-compatible engine at http://u:***@h:1"
+    assert check_serve_config(cfg) == "m of the OpenAI-compatible engine at http://u:***@h:1"

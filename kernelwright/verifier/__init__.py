@@ -6,9 +6,10 @@ The public API, for evaluation, serving and retraining alike:
 
     from kernelwright.verifier import VerifyConfig, verify_one, verify_many, Verdict
 
-`verify_one` / `verify_many` run each candidate in a fresh worker process (`worker.py`) and
-return `Verdict`s (`verdict.py`, which lists the reason codes). The protocol is described in
-docs/verification.md. Names are loaded on first use, so `python -m kernelwright.verifier.worker`
+`verify_one` / `verify_many` run each candidate in a judge process of its own (`judge.py`, which
+starts the runner, `runner.py`, the only process that runs the candidate's code) and return
+`Verdict`s (`verdict.py`, which lists the reason codes). The protocol is described in
+docs/verification.md. Names are loaded on first use, so `python -m kernelwright.verifier.judge`
 starts without importing the parent's side.
 """
 

@@ -1,12 +1,12 @@
-"""The worker's spec file and its progress/state file, shared by the parent and the worker.
+"""The judge's spec file and its progress/state file, shared by the parent and the judge.
 
 - `Spec`: what SPEC.json holds (the problem, the candidate, the result file, the protocol options),
-  written by the parent (verify.py) and read by the worker (worker.py);
-- `Progress`: the worker's state file (the result file, which finally holds the verdict): the
+  written by the parent (verify.py) and read by the judge process (judge.py);
+- `Progress`: the judge's state file (the result file, which finally holds the verdict): the
   current phase and the seconds spent in each.
 
-Kept apart from the worker so that nothing imports the worker itself: under
-`python -m kernelwright.verifier.worker` that would load a second copy beside the one running.
+Kept apart from the judge so that nothing imports the judge itself: under
+`python -m kernelwright.verifier.judge` that would load a second copy beside the one running.
 """
 
 from __future__ import annotations

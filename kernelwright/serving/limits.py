@@ -10,16 +10,14 @@ import hmac
 import logging
 import re
 import uuid
-from typing import Any, TypeVar
+from typing import Any
 
-import msgspec
 from litestar import Request, Response
 from litestar.connection import ASGIConnection
 from litestar.exceptions import (
     HTTPException,
     NotAuthorizedException,
     ServiceUnavailableException,
-    ValidationException,
 )
 from litestar.handlers import BaseRouteHandler
 from litestar.middleware import ASGIMiddleware
@@ -32,7 +30,6 @@ from kernelwright.serving.reload import version_label
 log = logging.getLogger(__name__)
 REQUEST_ID = "x-request-id"
 MODEL_VERSION = "x-kernelwright-model-version"
-T = TypeVar("T")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
@@ -99,18 +96,6 @@ async def add_headers(message: Message, scope: Scope) -> None:
     if state.draining and all(name.lower() != b"connection" for name, _ in headers):
         headers.append((b"connection", b"close"))
     message["headers"] = headers
-
-
-async def strict_body(request: Request[Any, Any, Any], data: T) -> T:
-    """`data` decoded again without Litestar's lax coercions ("2" for 2, 0 for false): a 400 naming the field."""
-    try:
-        return msgspec.json.decode(await request.body(), type=type(data))
-    except msgspec.ValidationError as exc:
-        message = str(exc)
-        _, _, where = message.rpartition(" - at `$.")
-        name = where.rstrip("`") or "body"
-        raise ValidationException(f"{name}: {message}",
-                                  extra=[{"key": name, "message": message, "source": "body"}]) from None
 
 
 def _param(extra: Any) -> str | None:

@@ -12,13 +12,12 @@ sum m_t over the whole accumulation window (and all devices with
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from trl import SFTConfig, SFTTrainer
 from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
-Weighting = Literal["plain", "token", "region", "cuset"]
 WEIGHT_COLUMNS = ("token_weights", "loss_mask", "sample_weight")
 
 

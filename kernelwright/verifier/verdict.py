@@ -70,8 +70,6 @@ JUDGE_VERSION = "8"  # 8: element bounds per element and fan-in, approximation, 
 # 7: the judge's clock bounds the timer (2x), GPU memory admission; 6: a line left by a gone runner, threads
 # checked before timing; 5: the decoy check
 
-STATUSES = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "not_verified")
-
 REASON_STATUS: dict[str, str] = {
     "ok": "correct",
     "syntax_error": "rejected",

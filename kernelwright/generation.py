@@ -1,21 +1,28 @@
-"""Generation backends: something that turns prompts (chat messages) into completions.
+"""Generation with transformers: the sampling arguments of `generate`, and a batching backend.
 
-`HFBackend` batches `model.generate` with left padding; other backends (a server, vLLM) only
-need `generate(list_of_messages, n) -> list[list[str]]`.
+`generate_kwargs` is the one place the sampling arguments of transformers' `generate` are made
+(evaluation's `HFBackend` here, the kernel server's generation queue); `HFBackend` turns chat
+prompts into completions, batching `model.generate` with left padding.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any
 
 import torch
 from rich.progress import Progress
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
-class Backend(Protocol):
-    def generate(self, conversations: list[list[dict[str, str]]], samples: int) -> list[list[str]]: ...
+def generate_kwargs(max_new_tokens: int, temperature: float, top_p: float | None, pad_token_id: int | None,
+                    eos_token_id: int | None) -> dict[str, Any]:
+    """The sampling arguments of `model.generate`: greedy (`do_sample` off) at temperature 0, else sampling at
+    `temperature` with `top_p`. A None leaves that setting to the model's generation config (top_k always)."""
+    sample = temperature > 0
+    return {"max_new_tokens": max_new_tokens, "do_sample": sample, "temperature": temperature if sample else None,
+            "top_p": top_p if sample else None, "top_k": None, "pad_token_id": pad_token_id,
+            "eos_token_id": eos_token_id}
 
 
 @dataclass
@@ -33,17 +40,8 @@ class HFBackend:
         tok = self.tokenizer
         tok.padding_side = "left"
         enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
-        sample = self.temperature > 0
-        out = self.model.generate(
-            **enc,
-            max_new_tokens=self.max_new_tokens,
-            do_sample=sample,
-            temperature=self.temperature if sample else None,
-            top_p=None,
-            top_k=None,
-            pad_token_id=tok.pad_token_id,
-            eos_token_id=tok.eos_token_id,
-        )
+        out = self.model.generate(**enc, **generate_kwargs(self.max_new_tokens, self.temperature, None,
+                                                           tok.pad_token_id, tok.eos_token_id))
         new = out[:, enc["input_ids"].shape[1]:]
         return tok.batch_decode(new, skip_special_tokens=True)
 

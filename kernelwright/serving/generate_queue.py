@@ -27,6 +27,7 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
+from kernelwright.generation import generate_kwargs
 from kernelwright.serving.backend import EngineBusy, Sampling
 
 log = logging.getLogger(__name__)
@@ -207,13 +208,11 @@ class GenerateQueue:
         sampling = batch[0].sampling
         if sampling.seed is not None and sampling.temperature > 0:  # alone in its batch (batch_key)
             torch.manual_seed(sampling.seed)
-        sample = sampling.temperature > 0
         streamer = _RowStreamer(owners, budgets, self.eos) if any(job.streaming for job in batch) else None
         if len(batch) > 1:
             log.debug("one generate call for %d requests (%d sequences)", len(batch), len(prompts))
         out = self.model.generate(
-            input_ids=input_ids, attention_mask=mask, max_new_tokens=max(budgets), do_sample=sample,
-            temperature=sampling.temperature if sample else None, top_p=sampling.top_p if sample else None,
-            top_k=None, pad_token_id=self.pad, eos_token_id=self.eos, streamer=streamer,
+            input_ids=input_ids, attention_mask=mask, streamer=streamer,
+            **generate_kwargs(max(budgets), sampling.temperature, sampling.top_p, self.pad, self.eos),
             stopping_criteria=StoppingCriteriaList([_RowsDone(width, budgets, [j.cancelled for j in owners])]))
         return [_cut(row, budget, self.eos) for row, budget in zip(out[:, width:].tolist(), budgets, strict=True)]

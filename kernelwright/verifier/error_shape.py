@@ -21,6 +21,9 @@ bfloat16, float16 and TF32 (rounded or truncated) inputs, a half-precision erf, 
 0.16 at most; honest float32 about 0.06. An output most of whose elements are exact half-precision
 values was stored in one: lower precision, whatever the shape (`half_values_share`).
 
+An error that is mostly a wrong scale (out = 1.01 x the truth) is neither: rounding, even
+truncation to bfloat16, scales by less than 1/128.
+
 `error_kind`: "lower_precision", "approximation" or "" (neither: a plain wrong output).
 """
 
@@ -33,6 +36,21 @@ from kernelwright.verifier.tolerance import FP64, Judgement, lower_precision
 
 LOWER = "lower_precision"
 APPROXIMATION = "approximation"
+
+
+def scale_error(out: Any, truth: Any) -> tuple[float, float]:
+    """(a, share): the error's least-squares part proportional to the true value, out ~ (1 + a) truth,
+    and the share of the error's energy it carries."""
+    import torch
+
+    fin = torch.isfinite(out) & torch.isfinite(truth)
+    o, t = out[fin].double(), truth[fin].double()
+    err, energy = o - t, float(t.square().sum())
+    total = float(err.square().sum())
+    if not energy or not total:
+        return 0.0, 0.0
+    a = float((err * t).sum()) / energy
+    return a, a * a * energy / total
 
 
 def systematic_share(out: Any, truth: Any) -> float:
@@ -76,7 +94,8 @@ def error_kind(j: Judgement, out: Any, ref: Any, ref64: Any) -> str:
     output of half-precision values is LOWER; an error that is mostly a function of the true value
     (`systematic_share` of 0.4 or more; the true value is ref64 where the rule had it, else the
     reference) is APPROXIMATION, in any floating dtype and below the band too; the rest of a
-    float32 band (relative L2 error 1e-4 and more) is LOWER."""
+    float32 band (relative L2 error 1e-4 and more) is LOWER, unless most of it is a scale off by
+    more than truncation to bfloat16 makes (1/128): a wrong factor, not a precision ("")."""
     import torch
 
     if not out.is_floating_point() or j.failed not in ("normwise", "elementwise", "values"):
@@ -89,4 +108,7 @@ def error_kind(j: Judgement, out: Any, ref: Any, ref64: Any) -> str:
     share = systematic_share(out, truth)
     if share >= 0.4:
         return APPROXIMATION
-    return LOWER if lower_precision(j, out.dtype) else ""
+    if not lower_precision(j, out.dtype):
+        return ""
+    a, carried = scale_error(out, truth)
+    return "" if carried >= 0.5 and abs(a) > 2.0**-7 else LOWER

@@ -12,7 +12,14 @@ from collections.abc import Callable, Iterator
 import pytest
 import torch
 
-from kernelwright.verifier.error_shape import APPROXIMATION, LOWER, error_kind, half_values_share, systematic_share
+from kernelwright.verifier.error_shape import (
+    APPROXIMATION,
+    LOWER,
+    error_kind,
+    half_values_share,
+    scale_error,
+    systematic_share,
+)
 from kernelwright.verifier.inputs import _failure
 from kernelwright.verifier.tolerance import judge
 from tests.verifier.ordering_zoo import round_mantissa
@@ -122,7 +129,16 @@ def test_garbage_elements_and_wild_errors_are_neither() -> None:
     bad[[3, 500, 9000]] += 1.0
     j = judge(bad.view_as(ref), ref, ref64)
     assert not j.ok and error_kind(j, bad.view_as(ref), ref, ref64) == ""
-    wild = ref * 1.1  # 10% off: beyond any precision's band
-    j = judge(wild, ref, ref64)
-    assert not j.ok and _failure(wild, ref, ref64, j)[0] == "wrong_output"
+    for factor in (1.1, 1.01, 0.98):  # beyond any precision's band, or a wrong factor within it
+        wild = ref * factor
+        j = judge(wild, ref, ref64)
+        assert not j.ok and _failure(wild, ref, ref64, j)[0] == "wrong_output", factor
+    a, b = torch.rand(256, 512, generator=GEN), torch.rand(512, 256, generator=GEN)  # positive: a biased scale
+
+    def truncated(t: torch.Tensor) -> torch.Tensor:
+        return (t.view(torch.int32) & ~0xFFFF).view(torch.float32)  # bfloat16 by dropping bits
+
+    out, ref, ref64 = truncated(a) @ truncated(b), a @ b, a.double() @ b.double()
+    j = judge(out, ref, ref64)
+    assert scale_error(out, ref64)[1] > 0.5 and _failure(out, ref, ref64, j)[0] == "precision_downgrade"
     assert LOWER != APPROXIMATION

@@ -32,7 +32,7 @@ sqrt(n) on one element (tests/fixtures/tolerance/ordering_zoo.json), so (b) and 
 factor of 1.7 and more; below n = 4096 the floor of 512 eps and slack of 2048 eps cover a few
 roundings and a transcendental function per element. Lower precision stays out: float16 and
 TF32 input rounding leave 1,750 eps and more (3.4x the floor) up to n = 10^3, 2,200 at 10^4
-(2.8x) and 3,700 at 10^5 (1.45x); bfloat16 14,000 and more everywhere. Where n * eps nears 0.1
+(2.7x) and 3,700 at 10^5 (1.45x); bfloat16 14,000 and more everywhere. Where n * eps nears 0.1
 (rows of 10^6) the statistical model ends: a serial sum of 10^6 near-equal terms (a softmax of
 small inputs) stagnates at 3.9e-3 to 5.9e-3 relative, more than bfloat16 input rounding leaves on
 the same op, and is rejected; float16 and TF32 input rounding of a layer norm over 10^6 terms is

@@ -68,13 +68,11 @@ def closing_line(ev: EvaluateResult) -> str:
 
 def _in_stage_run(name: str, cfg: StageConfig, fn: Callable[[], T]) -> T:
     """Run `fn` inside an MLflow run named for the stage, in `cfg.tracking_uri` or the work folder's store."""
-    from kernelwright.tracking import setup_tracking, stage_run
-    from kernelwright.workdir import resolve_workdir, tracking_env
+    from kernelwright.store import Store
+    from kernelwright.tracking import stage_run, tracking_session
 
-    with tracking_env(cfg.tracking_uri):
-        setup_tracking(resolve_workdir(cfg.workdir))
-        with stage_run(name):
-            return fn()
+    with tracking_session(Store.of(cfg)), stage_run(name):
+        return fn()
 
 
 def _curate(argv: Sequence[str]) -> int:

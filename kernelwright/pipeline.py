@@ -21,9 +21,9 @@ from kernelwright.config import config_to_params
 from kernelwright.curation.stage import run_curate
 from kernelwright.evaluation.stage import EvaluateResult, run_evaluate
 from kernelwright.job_config import JobConfig, curate_config, evaluate_config, train_config
-from kernelwright.tracking import REGISTERED_MODEL, setup_tracking, stage_run
+from kernelwright.store import Store
+from kernelwright.tracking import REGISTERED_MODEL, stage_run, tracking_session
 from kernelwright.training.stage import run_train
-from kernelwright.workdir import resolve_workdir, tracking_env, tracking_uri
 
 log = logging.getLogger(__name__)
 
@@ -50,14 +50,14 @@ class PipelineResult:
 def run_pipeline(cfg: PipelineConfig, on_stage: Callable[[str], None] = lambda name: None) -> PipelineResult:
     """Run the three stages; `on_stage(name)` is called as each one starts (for progress output)."""
     check_base_model(cfg.base_model)  # before the MLflow store is touched
-    with tracking_env(cfg.tracking_uri):
-        return _run(cfg, on_stage)
+    store = Store.of(cfg)
+    with tracking_session(store):
+        return _run(cfg, store, on_stage)
 
 
-def _run(cfg: PipelineConfig, on_stage: Callable[[str], None]) -> PipelineResult:
+def _run(cfg: PipelineConfig, store: Store, on_stage: Callable[[str], None]) -> PipelineResult:
     start = time.perf_counter()
-    workdir = resolve_workdir(cfg.workdir)
-    setup_tracking(workdir)
+    workdir = store.workdir
     with stage_run("pipeline") as parent:
         mlflow.log_params(config_to_params(cfg, "pipeline."))
         on_stage("curate")
@@ -75,6 +75,6 @@ def _run(cfg: PipelineConfig, on_stage: Callable[[str], None]) -> PipelineResult
         mlflow.log_metrics({"pipeline.wall_s": wall, "train.final_loss": trained.train_loss})
         if trained.registered_version:
             mlflow.set_tag("registered_version", trained.registered_version)
-    return PipelineResult(run_id=parent.info.run_id, tracking_uri=tracking_uri(workdir),
+    return PipelineResult(run_id=parent.info.run_id, tracking_uri=store.tracking_uri,
                           registered_model=REGISTERED_MODEL, version=trained.registered_version,
                           wall_s=wall, evaluation=evaluation)

@@ -10,6 +10,7 @@ switch, kept per browser and GenAI until changed; a link carrying `workflowType=
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +22,8 @@ from mlflow.tracking import MlflowClient
 from sqlalchemy.exc import SQLAlchemyError
 
 from kernelwright.errors import UsageError
-from kernelwright.workdir import artifact_root, redacted, tracking_uri
+from kernelwright.store import Store
+from kernelwright.workdir import artifact_root, redacted
 
 EXPERIMENT = "kernelwright"
 REGISTERED_MODEL = "kernelwright-coder"
@@ -30,15 +32,19 @@ MODEL_TRAINING = "custom_model_development"  # that tag's value for a model-trai
 ML_WORKFLOW = "workflowType=machine_learning"  # the UI's GenAI / Model training switch, as a link sets it
 
 log = logging.getLogger(__name__)
+MLFLOW_SET_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID")  # set by mlflow.set_tracking_uri / set_experiment
 
 
-def setup_tracking(workdir: Path, experiment: str = EXPERIMENT) -> str:
-    """Point MLflow at the work directory's store (or MLFLOW_TRACKING_URI) and select the experiment.
+def setup_tracking(store: Store | Path, experiment: str = EXPERIMENT) -> str:
+    """Point MLflow at `store` (a work folder alone: its store as `Store.resolve` finds it) and select
+    the experiment.
 
     Returns the experiment id; a store MLflow cannot open is a UsageError. A new experiment keeps its
     artifacts in `<workdir>/mlartifacts` when tracking is local; a remote server keeps its own artifact root.
     """
-    uri = tracking_uri(workdir)
+    if not isinstance(store, Store):
+        store = Store.resolve(store)
+    uri = store.tracking_uri
     mlflow.set_tracking_uri(uri)
     try:
         client = MlflowClient(uri)
@@ -46,10 +52,25 @@ def setup_tracking(workdir: Path, experiment: str = EXPERIMENT) -> str:
     except (MlflowException, SQLAlchemyError) as exc:  # an unknown scheme, a refused file store, no database
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise UsageError(f"MLflow tracking store {redacted(uri)} cannot be used: {redacted(first)}") from None
-    location = artifact_root(workdir).as_uri() if uri.startswith("sqlite:") else None
+    location = artifact_root(store.workdir).as_uri() if store.local else None
     exp_id = _marked(client, exp) if exp else _created(client, experiment, location)
     mlflow.set_experiment(experiment_id=exp_id)
     return exp_id
+
+
+@contextmanager
+def tracking_session(store: Store, experiment: str = EXPERIMENT) -> Iterator[str]:
+    """`setup_tracking(store)` for one command; the variables MLflow sets in the environment while
+    it tracks (MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_ID) are put back afterwards."""
+    saved = {name: os.environ.get(name) for name in MLFLOW_SET_ENV}
+    try:
+        yield setup_tracking(store, experiment)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def ensure_experiment(client: MlflowClient, name: str, artifact_location: str | None = None) -> str:

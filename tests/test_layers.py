@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kernelwright"
-BASE = {"__init__", "errors", "atomic", "config", "workdir", "tracking", "prompting", "code_norm"}
+BASE = {"__init__", "errors", "atomic", "config", "workdir", "store", "tracking", "prompting", "code_norm"}
 SHARED = {"cuda", "models", "seed", "verifier", "generation", "decontaminate", "base_model"}
 STAGES = {"curation", "training", "evaluation", "serving"}
 ORCHESTRATION = {"pipeline", "cli", "serve", "retrain", "mlflow_server", "job_config"}

@@ -26,12 +26,11 @@ def retrain_command(argv: Sequence[str], console: Console) -> int:
 
 def promote_command(argv: Sequence[str], console: Console) -> int:
     from kernelwright.evaluation.registry import promote, rollback
-    from kernelwright.tracking import setup_tracking
-    from kernelwright.workdir import resolve_workdir, tracking_env
+    from kernelwright.store import Store
+    from kernelwright.tracking import tracking_session
 
     cfg = parse_config(PromoteConfig, argv, "kernelwright promote", "Move the champion alias by hand.")
-    with tracking_env(cfg.tracking_uri):
-        setup_tracking(resolve_workdir(cfg.workdir))
+    with tracking_session(Store.of(cfg)):
         if cfg.rollback:
             restored, demoted = rollback(cfg.registered_model)
             console.print(f"champion is v{restored} again (was v{demoted}); previous-champion cleared")

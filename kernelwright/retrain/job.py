@@ -33,8 +33,7 @@ from kernelwright.config import config_to_params
 from kernelwright.curation.stage import check_curate_config
 from kernelwright.evaluation.candidates import select_problems
 from kernelwright.evaluation.checking import Verifier
-from kernelwright.evaluation.gate import CHAMPION
-from kernelwright.evaluation.registry import alias_version, eval_scope, sampling_scope
+from kernelwright.evaluation.registry import CHAMPION, alias_version, eval_scope, sampling_scope
 from kernelwright.evaluation.stage import suite_id
 from kernelwright.retrain.champion import SKIPPED, GateOutcome, GateScope, run_gate
 from kernelwright.retrain.config import RetrainConfig
@@ -52,9 +51,9 @@ from kernelwright.retrain.stages import (
 )
 from kernelwright.retrain.watermark import TAG, Watermark, compute_watermark, digest_settings
 from kernelwright.seed import seed_root
-from kernelwright.tracking import EXPERIMENT, setup_tracking
+from kernelwright.store import Store
+from kernelwright.tracking import EXPERIMENT, tracking_session
 from kernelwright.verifier.ray_fanout import import_ray
-from kernelwright.workdir import resolve_workdir, tracking_env, tracking_uri
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +78,11 @@ def run_retrain(cfg: RetrainConfig, verifier: Verifier | None = None,
     if cfg.ray:
         import_ray()
     problems = select_problems(cfg.suite, "test")
-    workdir = resolve_workdir(cfg.workdir)
-    with tracking_env(cfg.tracking_uri), retrain_lock(cfg.lock_uri, workdir, tracking_uri(workdir),
-                                                     cfg.registered_model) as held:
+    store = Store.of(cfg)
+    workdir = store.workdir
+    with retrain_lock(cfg.lock_uri, workdir, store.tracking_uri, cfg.registered_model) as held, \
+            tracking_session(store):
         log.info("retrain holds the %s", held)
-        setup_tracking(workdir)
         start = time.perf_counter()
         on_stage("watermark")
         mark = watermark_of(cfg, workdir)

@@ -30,7 +30,8 @@ from kernelwright.base_model.choose import resolve_base_model
 from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
 from kernelwright.models import load_base_model, load_tokenizer
-from kernelwright.tracking import log_curated_dataset, setup_tracking
+from kernelwright.store import Store
+from kernelwright.tracking import log_curated_dataset, tracking_session
 from kernelwright.training.config import TrainConfig
 from kernelwright.training.data import check_curated, drop_unlearnable, load_curated
 from kernelwright.training.final_model import register, save_final
@@ -43,7 +44,7 @@ from kernelwright.training.resume import (
     resumable_run_id,
 )
 from kernelwright.training.sft import build_trainer
-from kernelwright.workdir import resolve_workdir, tracking_env
+from kernelwright.workdir import resolve_workdir
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -154,8 +155,7 @@ def train_command(cfg: TrainConfig) -> list[TrainResult]:
     check_train_config(cfg)
     if not is_main_process():
         return run_ablation(cfg) if cfg.ablation else [run_train(cfg)]
-    with tracking_env(cfg.tracking_uri):
-        setup_tracking(resolve_workdir(cfg.workdir))
+    with tracking_session(Store.of(cfg)):
         run_id = resumable_run_id(cfg)
         name = "train-ablation" if cfg.ablation else "train"
         with mlflow.start_run(run_id=run_id, run_name=None if run_id else name,

@@ -10,11 +10,11 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from kernelwright.evaluation.gate import PREVIOUS_CHAMPION
-from kernelwright.evaluation.registry import alias_version, promote, rollback
+from kernelwright.evaluation.registry import PREVIOUS_CHAMPION, alias_version, promote, rollback
 from kernelwright.mlflow_server import MlflowServerConfig, mlflow_server_commands
-from kernelwright.retrain.job import run_retrain, tracking_env
+from kernelwright.retrain.job import run_retrain
 from kernelwright.tracking import REGISTERED_MODEL
+from kernelwright.workdir import tracking_env
 from tests.retrain._doubles import on_a_fake_gpu, tiny_retrain
 from tests.retrain._pg import scratch_database
 

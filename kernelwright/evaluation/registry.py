@@ -1,9 +1,9 @@
-"""The champion gate over MLflow's registry.
+"""What the gate reads and writes in MLflow's registry: figures, scopes and the champion aliases.
 
 A registered version carries its suite figures as tags (`kw.eval.*`, both views, with the suite, the
-judge version and the GPU type); the `champion` alias moves to it only when the gate says so
-(gate.py), and only against a champion evaluated in the same scope. Before `champion` moves,
-`previous-champion` is set to the version it left (`rollback` moves it back).
+judge version and the GPU type); `promote` points the `champion` alias at a version (the gate,
+gate.py, decides when), first setting `previous-champion` to the version it left (`rollback` moves
+it back).
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from kernelwright.errors import UsageError
-from kernelwright.evaluation.gate import CHAMPION, GATE_KEYS, PREVIOUS_CHAMPION, GateDecision, decide
 from kernelwright.evaluation.metrics import OWN
-from kernelwright.models import ModelRef
 from kernelwright.verifier.verdict import JUDGE_VERSION
 
 log = logging.getLogger(__name__)
+CHAMPION = "champion"
+PREVIOUS_CHAMPION = "previous-champion"  # where `champion` pointed before its last move
+GATE_KEYS = ("fast_0", "fast_1", "compile_rate")  # the figures the gate compares
 TAG = "kw.eval."
 GATE_TAG = "kw.gate."
 NO_GPU = "none"
@@ -112,33 +113,3 @@ def rollback(name: str) -> tuple[str, str | None]:
         client.set_model_version_tag(name, demoted, f"{GATE_TAG}rolled_back", "true")
     log.info("rolled %s back: %s is v%s again (was v%s)", name, CHAMPION, previous, demoted)
     return previous, demoted
-
-
-def record_and_gate(ref: ModelRef, metrics: dict[str, float], suite: str, sampling: str, view: str = "own",
-                    margin: float = 0.0) -> GateDecision:
-    """Tag the version with its figures, compare with the champion, move the alias if it wins.
-
-    Figures are compared only within one scope (`eval_scope`: suite, sampling, judge version, GPU
-    type); `view` picks own-kernel or KernelBench figures.
-    """
-    assert ref.name is not None and ref.version is not None
-    candidate = gate_figures(metrics, view)
-    missing = [k for k in GATE_KEYS if k not in candidate]
-    if missing:
-        return GateDecision(False, f"not gated: {', '.join(missing)} not measured", candidate, None)
-    scope = eval_scope(suite, sampling)
-    record_figures(ref.name, ref.version, metrics, scope)
-    champ_version = alias_version(ref.name, CHAMPION)
-    champion = None
-    if champ_version is not None:
-        if champ_version == ref.version:
-            return GateDecision(False, "this version is already the champion", candidate, None)
-        champion = recorded_figures(ref.name, champ_version, scope, view)
-        if champion is None:
-            return GateDecision(False, f"champion v{champ_version} has no figures on suite {suite} sampled "
-                                       f"with {sampling} from judge version {JUDGE_VERSION} on GPU type "
-                                       f"{scope['gpu_type']}; evaluate it the same way first", candidate, None)
-    decision = decide(candidate, champion, margin)
-    if decision.promote:
-        promote(ref.name, ref.version, f"{view} view: {decision.reason}")
-    return decision

@@ -44,9 +44,9 @@ from kernelwright.config import config_record, config_to_params
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.candidates import BUILTIN, candidates_from, select_problems, write_generations
 from kernelwright.evaluation.checking import Row, Verifier, check_candidates
-from kernelwright.evaluation.gate import GateDecision
-from kernelwright.evaluation.metrics import GroupFigures, SuiteFigures, suite_figures
-from kernelwright.evaluation.registry import EXTERNAL_SAMPLING, record_and_gate, sampling_scope
+from kernelwright.evaluation.gate import GateDecision, gate_evaluation
+from kernelwright.evaluation.metrics import SuiteFigures, suite_figures
+from kernelwright.evaluation.registry import EXTERNAL_SAMPLING, sampling_scope
 from kernelwright.evaluation.report import (
     ARTIFACT_DIR,
     EXTERNAL_CANDIDATES,
@@ -259,18 +259,6 @@ def verify_config(cfg: EvaluateConfig, workdir: Path) -> VerifyConfig:
                         build_cache=str(workdir / "cache" / "builds"))
 
 
-def _gate(ref: ModelRef | None, cfg: EvaluateConfig, gpu: bool, overall: GroupFigures, suite: str,
-          sampling: str) -> tuple[GateDecision | None, str]:
-    if not cfg.gate:
-        return None, "gate off (--gate false)"
-    if ref is None or ref.version is None:
-        return None, "the model is not a registered version (pass --model models:/NAME@ALIAS to gate it)"
-    if not gpu:
-        return None, "not GPU-verified: fast_1 was not measured, so the champion stays"
-    decision = record_and_gate(ref, overall.values, suite, sampling, cfg.gate_view)
-    return decision, decision.reason
-
-
 def verify_with_progress(cfgs: Sequence[VerifyConfig], jobs: int) -> list[Verdict]:
     """`run_workers` with a progress bar that moves as each candidate's verdict lands."""
     with Progress() as progress:
@@ -321,8 +309,8 @@ def run_evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
         rows = check_candidates(cands, verify_config(cfg, workdir), jobs, gpu, verify, reason)
     checked = time.perf_counter()
     figures = suite_figures(rows, gpu, reason, cfg.own_kernel_share)
-    decision, note = _gate(ref, cfg, gpu, figures.overall, suite_id(plan.problems, cfg.samples),
-                           recorded_sampling(record))
+    decision, note = gate_evaluation(ref, figures.overall.values, suite_id(plan.problems, cfg.samples),
+                                     recorded_sampling(record), cfg.gate_view, cfg.gate, gpu)
     result = EvaluateResult(figures, rows, gpu, decision, note, reason, generate_s=round(generated - start, 2),
                             check_s=round(checked - generated, 2))
     write_report(plan.out, result_json(cfg, result) | {"generation": record}, figures, rows, gpu)

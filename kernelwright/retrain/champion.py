@@ -1,5 +1,5 @@
 """The retrain's gate: the candidate and, where needed, the champion evaluated in one scope, then the
-registry's own gate (evaluation/gate.py, evaluation/registry.py) decides and moves the aliases.
+gate (evaluation/gate.py: `gate_version`) decides and moves the aliases.
 
 The champion is evaluated again when it has no figures from the same judge version, suite, samples
 and GPU type. Without a GPU there is no fast_1: the decision is `not_gated` and no alias moves.
@@ -17,12 +17,12 @@ from pathlib import Path
 import mlflow
 
 from kernelwright.evaluation.checking import Verifier
-from kernelwright.evaluation.gate import CHAMPION, decide
+from kernelwright.evaluation.gate import gate_version
 from kernelwright.evaluation.registry import (
+    CHAMPION,
     GATE_TAG,
     alias_version,
     gate_figures,
-    promote,
     record_figures,
     recorded_figures,
 )
@@ -81,30 +81,20 @@ def _figures(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verif
 def run_gate(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verifier | None) -> GateOutcome:
     """Evaluate the candidate `version` (and the champion if needed) and gate it; see the module doc. With
     --ray both evaluations verify on the cluster, over one connection."""
-    with connected(cfg.ray) if cfg.ray else nullcontext():
-        return _gate(cfg, version, scope, verifier)
-
-
-def _gate(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verifier | None) -> GateOutcome:
     name = cfg.registered_model
-    before = alias_version(name, CHAMPION)
-    candidate = _figures(cfg, version, scope, verifier, "evaluate")
-    if candidate is None:
-        return _tagged(name, version, GateOutcome(NOT_GATED, NOT_GATED_REASON, champion_before=before))
-    if before == version:
-        return _tagged(name, version, GateOutcome(REJECTED, "this version is already the champion", candidate,
-                                            champion_before=before))
-    champion = None
-    if before is not None:
-        champion = _figures(cfg, before, scope, verifier, "evaluate[champion]")
-        if champion is None:
-            return _tagged(name, version, GateOutcome(NOT_GATED, f"champion v{before} could not be GPU-verified here",
-                                                candidate, champion_before=before))
-    decision = decide(candidate, champion, cfg.margin)
-    if decision.promote:
-        promote(name, version, f"{cfg.gate_view} view, margin {cfg.margin:g}: {decision.reason}")
-    outcome = GateOutcome(PROMOTED if decision.promote else REJECTED, decision.reason, candidate, champion, before)
-    return _tagged(name, version, outcome)
+    with connected(cfg.ray) if cfg.ray else nullcontext():
+        before = alias_version(name, CHAMPION)
+        candidate = _figures(cfg, version, scope, verifier, "evaluate")
+        if candidate is None:
+            return _tagged(name, version, GateOutcome(NOT_GATED, NOT_GATED_REASON, champion_before=before))
+        decision = gate_version(name, version, candidate, before,
+                                lambda v: _figures(cfg, v, scope, verifier, "evaluate[champion]"),
+                                f"{cfg.gate_view} view, margin {cfg.margin:g}", cfg.margin)
+        if decision is None:
+            return _tagged(name, version, GateOutcome(NOT_GATED, f"champion v{before} could not be GPU-verified "
+                                                      "here", candidate, champion_before=before))
+        return _tagged(name, version, GateOutcome(PROMOTED if decision.promote else REJECTED, decision.reason,
+                                                  candidate, decision.champion, before))
 
 
 def _tagged(name: str, version: str, outcome: GateOutcome) -> GateOutcome:

@@ -10,8 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from kernelwright.cli import main
-from kernelwright.evaluation.gate import CHAMPION, PREVIOUS_CHAMPION
-from kernelwright.evaluation.registry import alias_version
+from kernelwright.evaluation.registry import CHAMPION, PREVIOUS_CHAMPION, alias_version
 from kernelwright.retrain.job import run_retrain
 from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL
 from tests.retrain._doubles import on_a_fake_gpu, tiny_retrain

@@ -16,8 +16,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from kernelwright.evaluation import stage
-from kernelwright.evaluation.gate import CHAMPION
-from kernelwright.evaluation.registry import alias_version
+from kernelwright.evaluation.registry import CHAMPION, alias_version
 from kernelwright.retrain.job import run_retrain
 from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL
 from kernelwright.training.resume import RUN_ID_FILE

@@ -1,6 +1,6 @@
 """Compile-check latency over the seed solutions, with a cold result cache, on this machine's CPU.
 
-    .venv/bin/python bench/compile_check.py --json bench/results/compile_check.json [--limit N] [--pch-dir DIR]
+    .venv/bin/python bench/compile_check.py --json docs/results/compile_check_cpu.json [--limit N] [--pch-dir DIR]
 
 Each seed solution is checked alone (`check_candidate`, the way a server answers one kernel),
 first with the device stage only (`host=False`), then with both stages, each pass on a fresh

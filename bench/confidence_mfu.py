@@ -1,7 +1,7 @@
 """Confidence scoring (base-model p_t) throughput and MFU, random Qwen2-0.5B-shaped model in bf16.
 
     PYTHONPATH=. python bench/confidence_mfu.py --modes naive,eager,compiled \\
-        --json bench/results/confidence_mfu.json                        # on one H200
+        --json docs/results/confidence_mfu.json                        # on one H200
     PYTHONPATH=. python bench/confidence_mfu.py --tiny                  # CPU smoke test
 
 Imports only torch, transformers and kernelwright.curation.confidence (no polars), so it runs
@@ -173,7 +173,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="Also profile one call of each mode on a GPU: kernel time by kind and the top N kernels.")
-    ap.add_argument("--json", default="bench/results/confidence_mfu.json")
+    ap.add_argument("--json", default="docs/results/confidence_mfu.json")
     args = ap.parse_args()
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32

@@ -1,6 +1,6 @@
 """The Polars CuSeT stage against the same algebra in a plain Python loop, on synthetic tokens.
 
-    .venv/bin/python bench/curation_weights.py [--samples 2000] [--json bench/results/curation_weights.json]
+    .venv/bin/python bench/curation_weights.py [--samples 2000] [--json docs/results/curation_weights_cpu.json]
 
 The Polars stage is what `curate_samples` runs after scoring: `mark_sensitive` (c_t and span kind
 from character spans), `token_weights` (high/low, regions, masking, m_t, a_t) and
@@ -184,7 +184,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3, help="Polars runs per round (the loop runs once a round)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each side's best run counts")
-    ap.add_argument("--json", default="bench/results/curation_weights.json")
+    ap.add_argument("--json", default="docs/results/curation_weights_cpu.json")
     args = ap.parse_args()
     tokens, spans = synthetic(args.samples, args.seed)
     n_tokens, n_comp = tokens.height, int(tokens["completion"].sum())

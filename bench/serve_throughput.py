@@ -1,12 +1,18 @@
 """Serving throughput on the CPU: `kernelwright serve` against `mlflow models serve` and `transformers serve`.
 
-    .venv/bin/python bench/serve_throughput.py --json bench/results/serve_throughput_cpu.json \
+    .venv/bin/python bench/serve_throughput.py --json docs/results/serve_throughput_cpu.json \
         [--concurrency 1,8,32] [--requests N] [--max-new-tokens 16]
+    .venv/bin/python bench/serve_throughput.py --model pipeline \
+        --json docs/results/serve_throughput_pipeline_model_cpu.json [--base PATH]
 
-In one run: the tiny model (`build_tiny_model`: random weights, a tokenizer trained on the seed
-corpus) is registered in a temporary local MLflow store as models:/kernelwright-coder@champion,
-then three servers of that registered version start one after the other, each on a free
-loopback port, and are stopped before the next starts (and on any error):
+In one run: the model is registered in a temporary local MLflow store as
+models:/kernelwright-coder@champion: with `--model tiny-random` (the default) the tiny model of
+`build_tiny_model` (Qwen2, random weights, a tokenizer trained on the seed corpus); with `--model
+pipeline` the kind of model the pipeline makes, a base of `kernelwright.base_model` (LFM2's shape:
+short-convolution layers below attention): `--base PATH`, else the tiny base of ./.kernelwright
+when it has been built, else a micro base pretrained now. Both are loaded as the stages load a
+checkpoint. Then three servers of that registered version start one after the other, each on a
+free loopback port, and are stopped before the next starts (and on any error):
 
 - `kernelwright serve --model models:/kernelwright-coder@champion`, driven through
   POST /v1/kernels/generate with `compile_check: true`, then the same requests with
@@ -14,7 +20,15 @@ loopback port, and are stopped before the next starts (and on any error):
 - `mlflow models serve -m models:/kernelwright-coder@champion --env-manager local`, POST /invocations
   with the rendered chat prompt;
 - `transformers serve --continuous-batching` of the registered version's files (its `model/` weights
-  with its tokenizer), POST /v1/chat/completions with the same messages.
+  with its tokenizer), POST /v1/chat/completions with the same messages. Its continuous batching
+  holds attention layers only: when one probe request fails (an LFM2 model answers 500, "Invalid
+  layer type: conv"), that is recorded as `transformers_serve_continuous_batching` with the reason,
+  and `transformers serve` without it is measured as the transformers baseline (`continuous_batching`
+  in its entry says which ran).
+
+kernelwright serves with its defaults (`batching: auto`): continuous batching for the tiny model,
+sequential with dynamic batching for a model with convolution layers (`kernelwright_batching` in
+the report).
 
 Every server gets the same requests: the seed references in rotation (request i: reference
 i mod 72, as the kernel prompt of `kernelwright.prompting`), greedy, `--max-new-tokens` new tokens,
@@ -54,10 +68,12 @@ from typing import Any
 
 from serve_launchers import (
     Launch,
+    Registered,
     Server,
     ServerFailed,
     free_port,
     launches,
+    register_pipeline_model,
     register_tiny_model,
     transformers_serve_unavailable,
 )
@@ -66,6 +82,8 @@ from serve_stats import format_table, ratio_rows, requests_for
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+MODELS = ("tiny-random", "pipeline")
+TF_SERVE_CB = "transformers_serve_continuous_batching"
 
 
 def parse_concurrency(text: str) -> list[int]:
@@ -101,6 +119,10 @@ def _git() -> dict[str, Any]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--model", choices=MODELS, default="tiny-random",
+                        help="tiny-random: the tiny Qwen2 of build_tiny_model; pipeline: a base of the pipeline's "
+                             "kind (LFM2 shape; --base, else ./.kernelwright's tiny base, else a micro one built now)")
+    parser.add_argument("--base", type=Path, default=None, help="with --model pipeline: the base checkpoint folder")
     parser.add_argument("--concurrency", type=parse_concurrency, default=[1, 8, 32],
                         help="comma-separated client counts (default 1,8,32)")
     parser.add_argument("--requests", type=int, default=None,
@@ -132,7 +154,7 @@ def _report_head(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
             "temperature": 0, "repair_attempts": 0, "warmup_requests": plan.warmup,
             "torch_threads_per_server": args.torch_threads, "kernelwright_compile_host": False,
             "kernelwright_max_queue": 0, "mlflow_workers": args.mlflow_workers,
-            "transformers_cb_num_blocks": args.cb_num_blocks,
+            "model": args.model, "transformers_cb_num_blocks": args.cb_num_blocks,
             "transformers_cb_max_batch_tokens": args.cb_max_batch_tokens,
             "prompts": "seed references in rotation (kernelwright.prompting.prompt_messages)"},
         "servers": {},
@@ -159,10 +181,8 @@ def _run_servers(args: argparse.Namespace, plan: Plan, report: dict[str, Any]) -
         workdir.mkdir()
         env = _server_env(workdir, args.torch_threads)
         os.environ.update({k: env[k] for k in ("MLFLOW_TRACKING_URI", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")})
-        print("building and registering the tiny model ...", flush=True)
-        reg = register_tiny_model(workdir, plan.max_new_tokens)
-        report["model"] = {"uri": reg.uri, "version": reg.version, "parameters": reg.parameters,
-                           "build_and_register_s": reg.build_s, "spec": "kernelwright.models.TinyModelSpec()"}
+        print(f"building and registering the {args.model} model ...", flush=True)
+        reg, report["model"] = _register(args, workdir, plan)
         print(f"registered {reg.uri} (version {reg.version}, {reg.parameters:,} parameters) in {reg.build_s} s",
               flush=True)
         for launch in launches(reg, workdir, tmp, plan, mlflow_workers=args.mlflow_workers,
@@ -173,7 +193,38 @@ def _run_servers(args: argparse.Namespace, plan: Plan, report: dict[str, Any]) -
                 servers[launch.names[0]] = {"status": "not_run", "reason": why}
                 print(f"{launch.label}: not run: {why}", flush=True)
                 continue
-            servers.update(_run_server(launch, env, tmp, plan, args.start_timeout))
+            servers.update(_run_with_fallback(launch, env, tmp, plan, args.start_timeout))
+
+
+def _register(args: argparse.Namespace, workdir: Path, plan: Plan) -> tuple[Registered, dict[str, Any]]:
+    """The registered model and what the report says of it: its shape and the batching kernelwright serves it with."""
+    from transformers import AutoConfig
+
+    from kernelwright.serving.batching import paged_cache_refuses
+
+    if args.model == "pipeline":
+        reg, origin = register_pipeline_model(workdir, plan.max_new_tokens, args.base)
+    else:
+        reg, origin = register_tiny_model(workdir, plan.max_new_tokens), "kernelwright.models.TinyModelSpec()"
+    config = AutoConfig.from_pretrained(reg.checkpoint)
+    refused = paged_cache_refuses(config)
+    return reg, {"uri": reg.uri, "version": reg.version, "parameters": reg.parameters,
+                 "build_and_register_s": reg.build_s, "kind": args.model, "origin": origin,
+                 "model_type": config.model_type, "layer_types": getattr(config, "layer_types", None),
+                 "kernelwright_batching": f"sequential (auto: {', '.join(refused)} layers)" if refused
+                 else "continuous (auto)"}
+
+
+def _run_with_fallback(launch: Launch, env: dict[str, str], tmp: Path, plan: Plan,
+                       start_timeout: float) -> dict[str, Any]:
+    """`launch` run; when it failed and has a fallback, its failure kept under its own name and the fallback run."""
+    entries = _run_server(launch, env, tmp, plan, start_timeout)
+    if launch.fallback is None or all(e["status"] == "ok" for e in entries.values()):
+        return {name: {**e, "continuous_batching": True} if launch.fallback else e for name, e in entries.items()}
+    failed = {TF_SERVE_CB: entries[launch.names[0]]}
+    print(f"{launch.label}: measuring {launch.fallback.label} instead", flush=True)
+    fallback = _run_server(launch.fallback, env, tmp, plan, start_timeout)
+    return {**failed, **{name: {**e, "continuous_batching": False} for name, e in fallback.items()}}
 
 
 def _run_server(launch: Launch, env: dict[str, str], tmp: Path, plan: Plan, start_timeout: float) -> dict[str, Any]:
@@ -190,12 +241,15 @@ def _run_server(launch: Launch, env: dict[str, str], tmp: Path, plan: Plan, star
         with server.running():
             print(f"{label} ready in {server.startup_s} s", flush=True)
             entry["startup_s"] = server.startup_s
+            if launch.probe is not None and (why := launch.probe(f"http://127.0.0.1:{port}")):
+                raise ServerFailed(why)
             figures = run_levels(f"http://127.0.0.1:{port}", names, launch.make, plan)
         for name in names:
             servers[name] = {"status": "ok", **entry, **figures[name], "loadavg_after": loadavg()}
     except (ServerFailed, OSError) as exc:
+        log_end = server.log_tail(1500)  # the server stopped: its log is whole
         for name in names:
-            servers[name] = {"status": "failed", **entry, "reason": str(exc)[-2000:]}
+            servers[name] = {"status": "failed", **entry, "reason": str(exc)[-2000:], "log_end": log_end}
         print(f"{label}: failed: {str(exc)[-600:]}", flush=True)
     return servers
 

@@ -9,7 +9,7 @@ appended (the precompiled `torch/extension.h` is used when present and valid, as
 Commands come from torch's own ninja file (`_write_ninja_file_and_compile_objects` flags), so the
 flags match a real load_inline build.
 
-    .venv/bin/python bench/split_build.py --compile 12 --stride 6 --out bench/results/split_build.json
+    .venv/bin/python bench/split_build.py --compile 12 --stride 6 --out docs/results/split_build_cpu.json
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def timed(cmd: list[str]) -> tuple[float, bool, str]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--compile", type=int, default=12, help="splittable seeds compiled for real (0: parse only)")
-    ap.add_argument("--out", default="bench/results/split_build.json")
+    ap.add_argument("--out", default="docs/results/split_build_cpu.json")
     ap.add_argument("--stride", type=int, default=6, help="compile every STRIDE-th splittable seed (spread over tasks)")
     args = ap.parse_args()
     solutions = sorted((ROOT / "kernelwright/seed/tasks").glob("*/solution.py"))

@@ -1,6 +1,6 @@
 """Calibrate the timer's bound: the judge's clock over the timer, on every honest candidate (GPU only).
 
-    python bench/timer_bound_calibration.py --json bench/results/timer_bound_calibration.json
+    python bench/timer_bound_calibration.py --json docs/results/timer_bound_calibration.json
     python bench/timer_bound_calibration.py --groups fixtures,launch_bound --modes alone --repeat 1 --json out.json
     python bench/timer_bound_calibration.py --groups seeds --modes alone --repeat 1 --offset 24 --limit 24 \
         --keep --json out.json   # seed solutions 24-47 alone, added to out.json
@@ -153,7 +153,7 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=0, help="at most this many candidates per group (0: all)")
     ap.add_argument("--budget-s", type=float, default=1.0, help="timed seconds per model and shape (verify's default)")
     ap.add_argument("--margin", type=float, default=MARGIN)
-    ap.add_argument("--json", type=Path, default=Path("bench/results/timer_bound_calibration.json"))
+    ap.add_argument("--json", type=Path, default=Path("docs/results/timer_bound_calibration.json"))
     ap.add_argument("--keep", action="store_true", help="add to the rows already in --json (runs in pieces)")
     args = ap.parse_args()
     if not cuda_available():

@@ -55,7 +55,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", choices=("all", "first"), default="all")
     ap.add_argument("--budget-s", type=float, default=0.3, help="timed seconds per op and method")
-    ap.add_argument("--json", type=Path, default=Path("bench/results/timing_fidelity.json"))
+    ap.add_argument("--json", type=Path, default=Path("docs/results/timing_fidelity.json"))
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("timing_fidelity needs a CUDA device", file=sys.stderr)

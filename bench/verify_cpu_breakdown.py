@@ -116,7 +116,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--candidates", type=int, default=32)
-    ap.add_argument("--json", type=Path, default=Path("bench/results/verify_cpu_breakdown.json"))
+    ap.add_argument("--json", type=Path, default=Path("docs/results/verify_cpu_breakdown.json"))
     args = ap.parse_args()
     import torch
     import torch.utils.cpp_extension as ext

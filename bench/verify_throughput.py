@@ -247,7 +247,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1,
                     help="runs of each kernelwright phase (the JSON keeps each run's figure, their median and range; "
                          "the ratio to KernelBench uses the median)")
-    ap.add_argument("--json", type=Path, default=Path("bench/results/verify_throughput.json"))
+    ap.add_argument("--json", type=Path, default=Path("docs/results/verify_throughput.json"))
     args = ap.parse_args()
     tasks = pick(args.candidates)
     out = _load(args.json, tasks, args)

@@ -27,7 +27,7 @@ Reason codes (one per cheat class of docs/verification.md and per failure kind):
 | wrong_output | incorrect | outputs differ from the reference beyond tolerance |
 | approximation | incorrect | an approximation of the function (tanh-GELU for GELU), no lower-precision arithmetic |
 | shape_mismatch | incorrect | output shape differs |
-| compile_error | compile_error | `load_inline` (or import) failed |
+| compile_error | compile_error | a build failed, at import or later (its stage, first error); NVRTC rejected it |
 | illegal_memory_access | runtime_error | CUDA illegal address / misaligned access |
 | out_of_memory | runtime_error | the GPU (or host) memory limit was hit |
 | exception | runtime_error | the forward raised |

@@ -39,7 +39,7 @@ def _mlflow_globals_restored(monkeypatch):
     import mlflow
     import mlflow.tracking.fluent as fluent
 
-    monkeypatch.setattr(fluent, "_active_experiment_id", fluent._active_experiment_id)
+    monkeypatch.setattr(fluent, "_active_experiment_id", None)  # not one a session fixture selected
     monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", "")  # set_experiment exports it: removed again after the test
     monkeypatch.delenv("MLFLOW_EXPERIMENT_ID")
     yield

@@ -13,7 +13,7 @@ machine without a GPU:
    anything compiles (`include_policy`); a refusal fails the stage of the source it is in
    (cuda_sources: device, cpp_sources: host), and nothing compiles;
 3. device stage: NVRTC of the device half of each CUDA source, in worker processes with a memory
-   and CPU-time limit and a wall timeout (`compile_stages`, `compile_workers`);
+   and CPU-time limit and a wall timeout (`compile_stages`, `nvrtc.pool`);
 4. host stage: `g++ -fsyntax-only` of the host half of the CUDA sources, the cpp_sources and the
    generated bindings, with a precompiled torch/extension.h, under the same limits (`host_compile`);
 5. logs keep the candidate's own lines, the messages and locations, never other files' text
@@ -52,7 +52,7 @@ from kernelwright.cuda.compile_result import (
 from kernelwright.cuda.compile_stages import device_stage, host_stage, tool_dir
 from kernelwright.cuda.host_shims import shims_dir
 from kernelwright.cuda.include_policy import refused_includes
-from kernelwright.cuda.nvrtc import include_dirs as nvrtc_include_dirs
+from kernelwright.cuda.nvrtc.program import include_dirs as nvrtc_include_dirs
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
 HOST_OFF = "the host stage is turned off (CompileCheckSettings.host)"

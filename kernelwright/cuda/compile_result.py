@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from kernelwright.cuda.nvrtc import DEFAULT_ARCH
+from kernelwright.cuda.nvrtc.program import DEFAULT_ARCH
 
 OK, FAILED, UNAVAILABLE, SKIPPED = "ok", "failed", "unavailable", "skipped"
 HOST_FRONTENDS = ("auto", "libclang", "gcc")  # the host stage's checkers (CompileCheckSettings.host_frontend)

@@ -1,7 +1,7 @@
 """The two stages of the compile check, for one `load_inline` build of a candidate.
 
 Device: each CUDA source's `device_view` behind `#line 1 "cuda_sources[i]"`, compiled by NVRTC in
-a worker process (`compile_workers.NvrtcPool`), one program per source as load_inline builds one
+a worker process (`nvrtc.pool.NvrtcPool`), one program per source as load_inline builds one
 .cu file per source. Implicit headers of load_inline (`torch/types.h`, `cuda.h`, `cuda_runtime.h`)
 become the NVRTC shims.
 
@@ -18,13 +18,10 @@ in separate files), the sources are checked again as the separate files load_inl
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from kernelwright.cuda import clang_host
 from kernelwright.cuda import compile_workers as workers
@@ -32,6 +29,9 @@ from kernelwright.cuda import host_compile as hc
 from kernelwright.cuda.candidate_sources import Build
 from kernelwright.cuda.compile_log import filter_log
 from kernelwright.cuda.compile_result import FAILED, OK, UNAVAILABLE, CompileCheckSettings, StageResult
+from kernelwright.cuda.nvrtc import cache
+from kernelwright.cuda.nvrtc.pool import nvrtc_pool
+from kernelwright.cuda.nvrtc.program import include_dirs, nvrtc_version
 from kernelwright.cuda.source_views import HOST_PRELUDE, device_view, host_view
 
 CHECK_VERSION = 1  # part of every cache key: bump when views, flags or log filtering change
@@ -51,10 +51,6 @@ def _limit_line(limit: str, settings: CompileCheckSettings) -> str:
     return _LIMIT_LOG.get(limit, limit).format(t=settings.timeout_s, m=settings.memory_mb)
 
 
-def _key(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
-
-
 def _cached_or(settings: CompileCheckSettings, key: str, stage: str,
                compile_fn: Callable[[], tuple[StageResult, bool]]) -> StageResult:
     """The cached result for `key`, or `compile_fn()` (counted, and cached unless a limit stopped it)."""
@@ -64,7 +60,7 @@ def _cached_or(settings: CompileCheckSettings, key: str, stage: str,
 def _cached_or_definite(settings: CompileCheckSettings, key: str, stage: str,
                         compile_fn: Callable[[], tuple[StageResult, bool]]) -> tuple[StageResult, bool]:
     """`_cached_or`, and whether the result is the compiler's own (cached, or not stopped by a limit)."""
-    hit = workers.cache_get(settings.cache_dir, key)
+    hit = cache.get(settings.cache_dir, key)
     if hit is not None:
         result = StageResult.from_dict(hit)
         result.cached = True
@@ -72,7 +68,7 @@ def _cached_or_definite(settings: CompileCheckSettings, key: str, stage: str,
     workers.count_compile(stage)
     result, definite = compile_fn()
     if definite:
-        workers.cache_put(settings.cache_dir, key, result.to_dict())
+        cache.put(settings.cache_dir, key, result.to_dict())
     return result, definite
 
 
@@ -80,8 +76,6 @@ def _cached_or_definite(settings: CompileCheckSettings, key: str, stage: str,
 
 
 def device_options(arch: str) -> list[str]:
-    from kernelwright.cuda.nvrtc import include_dirs
-
     opts = [f"--gpu-architecture={arch}", "-std=c++20", "--device-as-default-execution-space"]
     return opts + [f"-I{d}" for d in include_dirs()]
 
@@ -96,7 +90,7 @@ def device_units(build: Build, first: int = 0) -> list[tuple[str, str]]:
 
 
 def _device_compile(units: list[tuple[str, str]], settings: CompileCheckSettings) -> tuple[StageResult, bool]:
-    pool = workers.nvrtc_pool(settings.workers, settings.memory_mb)
+    pool = nvrtc_pool(settings.workers, settings.memory_mb)
     logs: list[str] = []
     statuses: set[str] = set()
     seconds, limited = 0.0, False
@@ -121,14 +115,14 @@ def device_stage(build: Build, settings: CompileCheckSettings, first: int = 0) -
 def device_check(build: Build, settings: CompileCheckSettings, first: int = 0) -> tuple[StageResult, bool]:
     """`device_stage`, and whether NVRTC itself reached the result (False: NVRTC unavailable, no
     CUDA source, or a time or memory limit stopped the compile)."""
-    version = workers.nvrtc_version()
+    version = nvrtc_version()
     if version is None:
         return StageResult(UNAVAILABLE, "NVRTC could not be loaded on this machine (cuda-bindings, "
                                         "nvidia-cuda-nvrtc)"), False
     if not build.cuda:
         return StageResult(FAILED, "no_cuda_source: the load_inline call has no cuda_sources"), False
     units = device_units(build, first)
-    key = _key("device", CHECK_VERSION, version, device_options(settings.arch), units)
+    key = cache.content_key("device", CHECK_VERSION, version, device_options(settings.arch), units)
     return _cached_or_definite(settings, key, "device", lambda: _device_compile(units, settings))
 
 
@@ -246,7 +240,7 @@ def host_stage(build: Build, settings: CompileCheckSettings, first: int = 0) -> 
     if isinstance(tools, str):
         return StageResult(UNAVAILABLE, tools)
     cxx, flags = tools
-    key = _key("host", CHECK_VERSION, frontend_id(cxx), flags, hc.torch_version(),
+    key = cache.content_key("host", CHECK_VERSION, frontend_id(cxx), flags, hc.torch_version(),
                host_units(build, True, True, first))
 
     def compile_now() -> tuple[StageResult, bool]:

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelwright.cuda.nvrtc import DEFAULT_ARCH
+from kernelwright.cuda.nvrtc.program import DEFAULT_ARCH
 from kernelwright.curation.filters import FilterSettings
 from kernelwright.curation.ingest import FIELDS
 from kernelwright.curation.weights import CusetParams

@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from kernelwright.code_norm import code_tokens
-from kernelwright.cuda.nvrtc import DEFAULT_ARCH
-from kernelwright.cuda.nvrtc_cache import compile_all
+from kernelwright.cuda.nvrtc.device import NvrtcUnavailable, compile_many
+from kernelwright.cuda.nvrtc.program import DEFAULT_ARCH
 from kernelwright.cuda.spans import cuda_source_of
 from kernelwright.cuda.static_checks import StaticReport, check_source
 from kernelwright.cuda.torch_calls import TorchCallScan, scan_candidate
 from kernelwright.curation.near_dup import near_duplicates
+from kernelwright.errors import UsageError
 from kernelwright.prompting import extract_code
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ class FilterSettings:
     nvrtc: bool = True
     nvrtc_arch: str = DEFAULT_ARCH
     workers: int = 2
-    cache_dir: Path | None = None  # None: NVRTC results are not kept on disk
+    cache_dir: Path | None = None  # NVRTC results on disk (cuda.nvrtc.cache); None: in this process only
     torch_compute_filter: bool = True  # remove samples whose C++/CUDA host code calls PyTorch compute
 
 
@@ -179,13 +180,14 @@ def _nvrtc_step(settings: FilterSettings, report: FilterReport,
         if not settings.nvrtc:
             return {}
         items = [(s.id, cuda_source_of(codes[s.id])) for s in samples]
-        if settings.cache_dir is None:
-            raise ValueError("the NVRTC filter needs a cache_dir")
-        results, stats = compile_all([i for i in items if i[1]], settings.cache_dir, settings.workers,
-                                     settings.nvrtc_arch)
-        report.stats.update(nvrtc_compiled=stats.compiled, nvrtc_cache_hits=stats.cache_hits)
+        todo = [(k, src) for k, src in items if src]
+        try:
+            batch = compile_many([src for _, src in todo], settings.workers, settings.nvrtc_arch, settings.cache_dir)
+        except NvrtcUnavailable as exc:
+            raise UsageError(f"{exc}: pass --nvrtc false to curate without the NVRTC filter") from None
+        report.stats.update(nvrtc_compiled=batch.compiled, nvrtc_cache_hits=batch.cache_hits)
         out: Removals = {k: ("nvrtc_error", "no CUDA source string to compile") for k, src in items if not src}
-        for k, res in results.items():
+        for (k, _), res in zip(todo, batch.results, strict=True):
             if not res.ok:
                 first = next((ln for ln in res.log.splitlines() if "error" in ln), res.log[:200])
                 out[k] = ("nvrtc_error", first.strip())

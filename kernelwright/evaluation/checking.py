@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelwright.cuda.nvrtc import compile_many
+from kernelwright.cuda.nvrtc.device import compile_many
 from kernelwright.cuda.spans import cuda_source_of
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.candidates import Candidate
@@ -54,11 +54,12 @@ def _source(c: Candidate) -> str:
     return c.path.read_text(encoding="utf-8", errors="replace") if c.path else ""
 
 
-def nvrtc_results(cands: Sequence[Candidate]) -> list[bool]:
-    """Device code of each candidate compiles with NVRTC (no CUDA string: False)."""
+def nvrtc_results(cands: Sequence[Candidate], cache_dir: Path | None = None) -> list[bool]:
+    """Device code of each candidate compiles with NVRTC (no CUDA string: False); results are kept in
+    `cache_dir` (None: in this process only)."""
     sources = [cuda_source_of(_source(c)) for c in cands]
     todo = [s for s in sources if s.strip() and "__global__" in s]
-    it = iter(compile_many(todo, workers=os.cpu_count() or 1))
+    it = iter(compile_many(todo, os.cpu_count() or 1, cache_dir=cache_dir).results)
     return [next(it).ok if (s.strip() and "__global__" in s) else False for s in sources]
 
 
@@ -93,9 +94,10 @@ def not_verified(nvrtc_ok: bool, reason: str) -> Verdict:
 
 
 def check_candidates(cands: Sequence[Candidate], cfg: VerifyConfig, jobs: int, gpu: bool,
-                     verifier: Verifier, no_gpu_reason: str = "") -> list[Row]:
-    """Rows in candidate order. `cfg` gives the protocol settings; problem/candidate are filled in."""
-    nvrtc = nvrtc_results(cands)
+                     verifier: Verifier, no_gpu_reason: str = "", nvrtc_cache: Path | None = None) -> list[Row]:
+    """Rows in candidate order. `cfg` gives the protocol settings; problem/candidate are filled in; NVRTC's
+    results are kept in `nvrtc_cache`."""
+    nvrtc = nvrtc_results(cands, nvrtc_cache)
     pre = [pre_verdict(c) for c in cands]
     todo = [i for i, v in enumerate(pre) if v is None]
     verdicts: dict[int, Verdict] = {}

@@ -306,7 +306,8 @@ def run_evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
     cands = candidates_from(plan.generations, plan.problems, cfg.samples)
     jobs = cfg.jobs or os.cpu_count() or 1
     with verification(cfg, verifier) as (verify, gpu, reason):
-        rows = check_candidates(cands, verify_config(cfg, workdir), jobs, gpu, verify, reason)
+        rows = check_candidates(cands, verify_config(cfg, workdir), jobs, gpu, verify, reason,
+                                nvrtc_cache=workdir / "cache" / "nvrtc")
     checked = time.perf_counter()
     figures = suite_figures(rows, gpu, reason, cfg.own_kernel_share)
     decision, note = gate_evaluation(ref, figures.overall.values, suite_id(plan.problems, cfg.samples),

@@ -33,7 +33,7 @@ from kernelwright.cuda.candidate_sources import candidate_sources
 from kernelwright.cuda.compile_result import FAILED, CompileCheckSettings
 from kernelwright.cuda.compile_stages import device_check
 from kernelwright.cuda.include_policy import refused_includes
-from kernelwright.cuda.nvrtc import include_dirs
+from kernelwright.cuda.nvrtc.program import include_dirs
 from kernelwright.cuda.source_views import device_view
 from kernelwright.cuda.spans import cuda_parser
 from kernelwright.verifier.verdict import Verdict

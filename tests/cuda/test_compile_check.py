@@ -21,6 +21,7 @@ from kernelwright.cuda.compile_check import CompileCheckSettings, allowed_roots,
 from kernelwright.cuda.compile_log import filter_log
 from kernelwright.cuda.compile_workers import Limits, run_limited
 from kernelwright.cuda.include_policy import refused_includes
+from kernelwright.cuda.nvrtc import program
 from kernelwright.cuda.source_views import device_view, host_view
 from kernelwright.seed import load_seed_tasks
 
@@ -257,7 +258,7 @@ def test_unloadable_nvrtc_is_unavailable_not_ok(monkeypatch: pytest.MonkeyPatch,
     def no_nvrtc() -> None:
         raise ImportError("no NVRTC wheel for this platform")
 
-    monkeypatch.setattr(compile_workers, "load_nvrtc", no_nvrtc)
+    monkeypatch.setattr(program, "load_nvrtc", no_nvrtc)
     r = check_candidate(SEED, CompileCheckSettings(cache_dir=tmp_path, host=False))
     assert (r.ok, r.device.status) == (False, "unavailable") and "NVRTC" in r.device.log
 

@@ -110,7 +110,7 @@ def test_nvrtc_results_are_cached_on_disk(tmp_path: Path) -> None:
     settings = FilterSettings(cache_dir=tmp_path / "nvrtc", workers=2, near_dup_threshold=2.0)
     _, first = run_filters(samples, settings)
     assert first.stats == {"nvrtc_compiled": 2, "nvrtc_cache_hits": 0}
-    assert len(list((tmp_path / "nvrtc").glob("*.json"))) == 2
+    assert len(list((tmp_path / "nvrtc" / "results").rglob("*.json"))) == 2
     kept, second = run_filters(samples, settings)
     assert second.stats == {"nvrtc_compiled": 0, "nvrtc_cache_hits": 2} and len(kept) == 2
 

@@ -70,3 +70,21 @@ def test_curate_cli_says_which_filters_emptied_the_corpus(tmp_path: Path, tiny_m
     assert counts == {"harness_tampering": 1, "fallback_try_except": 2, "fallback_torch_op": 2, "no_kernel": 1,
                       "too_long": 1}
     assert not list(out.glob(".*.tmp")) and not (out / "data.parquet").exists()
+
+
+def test_curate_without_nvrtc_says_so_in_one_line(tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """On a machine where NVRTC does not load, the NVRTC filter is a usage error naming the way out, not a
+    traceback."""
+    from kernelwright.cli import main
+    from kernelwright.cuda.nvrtc import program
+
+    def no_nvrtc() -> None:
+        raise ImportError("no NVRTC wheel for this platform")
+
+    monkeypatch.setattr(program, "load_nvrtc", no_nvrtc)
+    args = ["curate", "--input", str(_corpus(tmp_path / "c.jsonl")), "--map", "prompt=ref_code,completion=custom_code",
+            "--base-model", str(tiny_model_dir), "--out", str(tmp_path / "out"), "--workdir", str(tmp_path / "wd")]
+    assert main(args) == 2
+    message = " ".join(capsys.readouterr().err.split())
+    assert "NVRTC could not be loaded" in message and "--nvrtc false" in message and "Traceback" not in message

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kernelwright.cli import main
-from kernelwright.cuda import compile_workers
 from kernelwright.cuda.compile_result import CompileCheckSettings
+from kernelwright.cuda.nvrtc import program
 from kernelwright.verifier import verify as verify_module
 from kernelwright.verifier.nvrtc_gate import nvrtc_outcome, nvrtc_verdict
 from kernelwright.verifier.verdict import JUDGE_VERSION, Verdict
@@ -18,7 +18,11 @@ from kernelwright.verifier.verify import VerifyConfig, verify_many
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 HONEST = (FIXTURES / "candidates" / "honest_affine.py").read_text()
 KERNEL_LINE = "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-needs_nvrtc = pytest.mark.skipif(compile_workers.nvrtc_version() is None, reason="NVRTC does not load here")
+needs_nvrtc = pytest.mark.skipif(program.nvrtc_version() is None, reason="NVRTC does not load here")
+
+
+def _no_nvrtc() -> None:
+    raise ImportError("no NVRTC wheel for this platform")
 
 
 def _with_line(line: str, source: str = HONEST) -> str:
@@ -77,7 +81,7 @@ def test_honest_code_and_unavailable_nvrtc_are_not_gated(settings: CompileCheckS
     assert outcome is not None and not outcome.rejected
     assert nvrtc_verdict(HONEST, settings) is None
     typo = _with_line("__syncthreads(1);")
-    monkeypatch.setattr(compile_workers, "nvrtc_version", lambda: None)
+    monkeypatch.setattr(program, "load_nvrtc", _no_nvrtc)
     assert nvrtc_verdict(typo, CompileCheckSettings(cache_dir=settings.cache_dir / "other", host=False)) is None
 
 

@@ -1,10 +1,12 @@
-"""NVRTC worker process for `compile_workers.NvrtcPool`: one JSON request per line in, one reply out.
+"""The NVRTC worker process of `pool.NvrtcPool`: one JSON request per line in, one reply out.
+
+    python -m kernelwright.cuda.nvrtc.worker      # started by the pool, never by hand
 
 Request: {"source", "name", "options": [str], "cpu_s": float}. Reply: {"status": "ok" | "failed" |
-"unavailable", "log", "seconds"} and "limit": "memory_limit" when NVRTC ran out of memory. Before
-each compile the worker lowers its own soft `RLIMIT_CPU` to the CPU time used so far plus
-`cpu_s`, so a runaway compile is killed by SIGXCPU (the parent then starts a new worker); its
-memory limit is set by the parent when it starts the process.
+"unavailable", "log", "seconds", "ptx_bytes"} and "limit": "memory_limit" when NVRTC ran out of
+memory. Before each compile the worker lowers its own soft `RLIMIT_CPU` to the CPU time used so
+far plus `cpu_s` (0: no limit), so a runaway compile is killed by SIGXCPU (the parent then starts a
+new worker); its memory limit is set by the parent when it starts the process.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import resource
 import sys
 from typing import Any
 
-from kernelwright.cuda.nvrtc import run_nvrtc
+from kernelwright.cuda.nvrtc.program import load_nvrtc, run_nvrtc
 
 
 def _cpu_budget(cpu_s: float) -> None:
@@ -29,17 +31,15 @@ def _cpu_budget(cpu_s: float) -> None:
 
 def _load() -> Any:
     try:
-        from cuda.bindings import nvrtc
-
-        nvrtc.nvrtcVersion()
+        return load_nvrtc()
     except Exception as exc:  # noqa: BLE001 - any failure to load: unavailable
         return f"{type(exc).__name__}: {exc}"
-    return nvrtc
 
 
 def compile_one(nvrtc: Any, request: dict[str, Any]) -> dict[str, Any]:
     done = run_nvrtc(nvrtc, request["source"], request["name"], [o.encode() for o in request["options"]])
-    reply: dict[str, Any] = {"status": "ok" if done.ok else "failed", "log": done.log, "seconds": done.seconds}
+    reply: dict[str, Any] = {"status": "ok" if done.ok else "failed", "log": done.log, "seconds": done.seconds,
+                             "ptx_bytes": done.ptx_bytes}
     if done.err == nvrtc.nvrtcResult.NVRTC_ERROR_OUT_OF_MEMORY:
         reply["limit"] = "memory_limit"
     return reply

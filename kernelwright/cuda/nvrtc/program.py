@@ -1,30 +1,19 @@
-"""Compile device code with NVRTC (cuda-bindings + nvidia-cuda-nvrtc): works on any machine, no GPU.
+"""NVRTC itself (cuda-bindings + nvidia-cuda-nvrtc): load it, find its headers, compile one program.
 
-Results are cached by the SHA-256 of (source, options) in memory; `compile_many` runs the
-compiles in a thread pool (NVRTC releases the GIL while it compiles).
+Runs on any machine, no GPU. `run_nvrtc` is what a worker process (worker.py) calls for each
+request; `nvrtc_version` is how the parent learns, without compiling, whether NVRTC loads here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-
-from kernelwright.cuda.device_code import device_source
+from typing import Any
 
 DEFAULT_ARCH = "compute_90"
-
-
-@dataclass(frozen=True)
-class NvrtcResult:
-    ok: bool
-    log: str
-    compile_s: float
-    ptx_bytes: int
 
 
 @lru_cache(maxsize=1)
@@ -40,7 +29,28 @@ def include_dirs() -> tuple[str, ...]:
     return tuple(dirs)
 
 
-def program_log(nvrtc, prog) -> str:
+@lru_cache(maxsize=1)
+def load_nvrtc() -> Any:
+    """The NVRTC bindings; raises when they cannot load."""
+    from cuda.bindings import nvrtc
+
+    err, _, _ = nvrtc.nvrtcVersion()
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise RuntimeError(f"nvrtcVersion failed: {err}")
+    return nvrtc
+
+
+def nvrtc_version() -> str | None:
+    """"major.minor" of the NVRTC that loads here, or None when it cannot load on this machine."""
+    try:
+        nvrtc = load_nvrtc()
+    except Exception:  # noqa: BLE001 - any failure to load means NVRTC is unavailable
+        return None
+    _, major, minor = nvrtc.nvrtcVersion()
+    return f"{major}.{minor}"
+
+
+def program_log(nvrtc: Any, prog: Any) -> str:
     """The compile log. NVRTC writes into the buffer it is given; an empty log is 1 byte, and a
     1-byte `bytes` is CPython's shared singleton: writing into it corrupts every b" " in the
     process (torch.load then misreads checkpoints). So skip empty logs and use a fresh buffer."""
@@ -63,7 +73,7 @@ class Compiled:
     ptx_bytes: int
 
 
-def run_nvrtc(nvrtc, source: str, name: str, options: list[bytes]) -> Compiled:
+def run_nvrtc(nvrtc: Any, source: str, name: str, options: list[bytes]) -> Compiled:
     """Compile `source` (named `name` in the log) with `options`; the program is always destroyed."""
     start = time.perf_counter()
     _, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
@@ -75,25 +85,3 @@ def run_nvrtc(nvrtc, source: str, name: str, options: list[bytes]) -> Compiled:
         return Compiled(err, ok, program_log(nvrtc, prog), elapsed, int(ptx_size))
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-
-
-@lru_cache(maxsize=4096)
-def _compile_cached(digest: str, source: str, arch: str) -> NvrtcResult:
-    from cuda.bindings import nvrtc
-
-    opts = [f"--gpu-architecture={arch}".encode(), b"-std=c++17", b"--device-as-default-execution-space"]
-    opts += [f"-I{d}".encode() for d in include_dirs()]
-    done = run_nvrtc(nvrtc, source, "candidate.cu", opts)
-    return NvrtcResult(ok=done.ok, log=done.log, compile_s=done.seconds, ptx_bytes=done.ptx_bytes)
-
-
-def compile_device_code(cuda_source: str, arch: str = DEFAULT_ARCH, strip_host: bool = True) -> NvrtcResult:
-    """NVRTC-compile the device half of a CUDA source (the whole source if `strip_host` is False)."""
-    source = device_source(cuda_source) if strip_host else cuda_source
-    digest = hashlib.sha256(f"{arch}\0{source}".encode()).hexdigest()
-    return _compile_cached(digest, source, arch)
-
-
-def compile_many(sources: list[str], workers: int = 2, arch: str = DEFAULT_ARCH) -> list[NvrtcResult]:
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return list(pool.map(lambda s: compile_device_code(s, arch), sources))

@@ -58,3 +58,58 @@ def test_request_counts_and_concurrency_parsing() -> None:
     assert cli.parse_concurrency("1, 8,32") == [1, 8, 32]
     with pytest.raises(argparse.ArgumentTypeError):
         cli.parse_concurrency("0,8")
+
+
+launchers = importlib.import_module("serve_launchers")
+
+
+def _launches() -> list:
+    reg = launchers.Registered("models:/kernelwright-coder@champion", "1", Path("/ckpt"), None, 1, 0.0)
+    plan = importlib.import_module("serve_load").Plan([1], None, 16, 0, 30.0)
+    return launchers.launches(reg, Path("/work"), Path("/tmp"), plan, mlflow_workers=1, cb_num_blocks=128,
+                              cb_max_batch_tokens=512)
+
+
+def test_transformers_serve_is_probed_with_continuous_batching_and_falls_back_without() -> None:
+    (tf,) = [launch for launch in _launches() if launch.label == "transformers_serve"]
+    assert "--continuous-batching" in tf.argv_for(1) and tf.probe is not None
+    assert tf.fallback is not None and "--continuous-batching" not in tf.fallback.argv_for(1)
+    assert tf.fallback.names == tf.names == [st.TF_SERVE] and tf.fallback.fallback is None
+
+
+def test_a_failed_continuous_batching_server_is_recorded_and_the_plain_one_measured(monkeypatch) -> None:
+    (tf,) = [launch for launch in _launches() if launch.label == "transformers_serve"]
+    ran: list[str] = []
+
+    def run(launch, env, tmp, plan, start_timeout):  # type: ignore[no-untyped-def]
+        ran.append(launch.label)
+        if launch.label == "transformers_serve":
+            return {st.TF_SERVE: {"status": "failed", "reason": "the probe request answered 500"}}
+        return {st.TF_SERVE: {"status": "ok", "levels": {}}}
+
+    monkeypatch.setattr(cli, "_run_server", run)
+    out = cli._run_with_fallback(tf, {}, Path("/tmp"), None, 1.0)
+    assert ran == ["transformers_serve", "transformers_serve_plain"]
+    assert out[cli.TF_SERVE_CB] == {"status": "failed", "reason": "the probe request answered 500"}
+    assert out[st.TF_SERVE] == {"status": "ok", "levels": {}, "continuous_batching": False}
+    ran.clear()
+    monkeypatch.setattr(cli, "_run_server", lambda *a: {st.TF_SERVE: {"status": "ok"}})
+    assert cli._run_with_fallback(tf, {}, Path("/tmp"), None, 1.0) == {
+        st.TF_SERVE: {"status": "ok", "continuous_batching": True}}
+
+
+def test_the_probe_says_what_came_back_unless_it_is_a_200(monkeypatch) -> None:
+    import httpx
+
+    answers = iter([httpx.Response(500, text="Internal Server Error"), httpx.Response(200, json={})])
+    sent: list[tuple[str, dict]] = []
+
+    def post(url: str, json: dict, timeout: float) -> httpx.Response:
+        sent.append((url, json))
+        return next(answers)
+
+    monkeypatch.setattr(httpx, "post", post)
+    (tf,) = [launch for launch in _launches() if launch.label == "transformers_serve"]
+    assert tf.probe("http://127.0.0.1:1") == "the probe request answered 500: Internal Server Error"
+    assert tf.probe("http://127.0.0.1:1") is None
+    assert sent[0][0] == "http://127.0.0.1:1/v1/chat/completions" and sent[0][1]["max_tokens"] == 16

@@ -211,3 +211,23 @@ def test_a_prompt_over_the_context_is_refused_before_it_waits(backend) -> None:
     with pytest.raises(PromptTooLong, match="context"):
         asyncio.run(backend.generate(["x " * 9000], GREEDY))
     assert not backend.queue._jobs
+
+
+@pytest.mark.gpu
+def test_on_a_cuda_device_waiting_greedy_requests_share_one_call_and_answer_as_alone(micro_dir: Path,
+                                                                                     monkeypatch) -> None:
+    """The same on a GPU (float32, so that padding, not bf16 rounding, is what is compared)."""
+    from kernelwright.models import load_base_model, load_tokenizer
+
+    tokenizer = load_tokenizer(micro_dir)
+    tokenizer.eos_token_id = None
+    gpu = HFServingBackend(load_base_model(micro_dir, dtype=torch.float32, device="cuda").eval(), tokenizer)
+    seen = _spy(gpu, monkeypatch)
+    try:
+        budgets = [Sampling(max_new_tokens=n) for n in (12, 5, 9)]
+        alone = [_alone(gpu, p, s) for p, s in zip(PROMPTS, budgets, strict=True)]
+        seen.clear()
+        together = asyncio.run(_together(gpu, [([p], s) for p, s in zip(PROMPTS, budgets, strict=True)]))
+    finally:
+        gpu.close()
+    assert seen == [[1, 1, 1]] and [t[0] for t in together] == alone

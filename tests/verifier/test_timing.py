@@ -94,7 +94,8 @@ def test_the_wall_clock_estimate_subtracts_a_no_op(no_cuda_sync: None) -> None:
 def test_a_timer_below_what_the_judges_clock_allows_is_inconsistent() -> None:
     timing.check_consistent(median=0.38, wall=0.37)  # an honest 0.38 ms matmul
     timing.check_consistent(median=0.010, wall=0.012)  # an honest launch-bound 10 us kernel
-    for median, wall in ((0.0010, 0.3857), (0.001, 0.010), (0.004, 0.3)):
+    timing.check_consistent(median=0.0041, wall=0.1221)  # an honest 4 us kernel: the clock's host overhead
+    for median, wall in ((0.0010, 0.3857), (0.004, 0.3), (0.1, 0.6)):
         with pytest.raises(Rejected) as err:  # 0.0010 / 0.3857: a native timer patch once believed at 191x
             timing.check_consistent(median=median, wall=wall)
         assert err.value.reason == "timing_inconsistent"
@@ -104,7 +105,7 @@ def test_no_speedup_exceeds_what_the_judges_clock_supports() -> None:
     assert timing.bounded_speedup(ref_ms=1.0, median=0.5, wall=0.5) == pytest.approx(2.0)  # the timer's own
     lowest = timing.supported_ms(0.3857)
     assert timing.bounded_speedup(ref_ms=0.3857, median=0.001, wall=0.3857) == pytest.approx(0.3857 / lowest)
-    assert timing.bounded_speedup(ref_ms=0.3857, median=0.001, wall=0.3857) < timing.TIMER_BOUND + 0.1
+    assert timing.bounded_speedup(ref_ms=0.3857, median=0.001, wall=0.3857) < 10  # not 191x
     assert not timing.below_bound(lowest, 0.3857)  # the least median the bound lets through
 
 

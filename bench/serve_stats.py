@@ -1,6 +1,6 @@
 """Statistics of the serving benchmark: percentiles, level summaries, the ratio table, per-answer figures.
 
-Pure functions of `bench/serve_throughput.py` (tested in tests/test_bench_serve.py): the names of
+Pure functions of `bench/serve_throughput.py` (tested in tests/bench/test_serve.py): the names of
 the servers compared and the ratios reported, requests/s and latency percentiles of a concurrency
 level, the kernelwright/baseline ratios and the printed table, and the token counts and server
 timings read from the answers.

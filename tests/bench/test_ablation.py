@@ -12,7 +12,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.append(str(ROOT / "bench"))
 ablation = importlib.import_module("cuset_ablation")
 

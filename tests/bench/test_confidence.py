@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.append(str(ROOT / "bench"))
 sweep = importlib.import_module("base_confidence_sweep")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.append(str(ROOT / "bench"))  # the benchmark's modules import each other by name, as when it is run
 vt = importlib.import_module("verify_throughput")
 

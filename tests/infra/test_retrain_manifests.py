@@ -19,7 +19,7 @@ from kernelwright.config import read_yaml_config
 from kernelwright.retrain.config import RetrainConfig
 from kernelwright.retrain.schedule import cron_trigger
 
-INFRA = Path(__file__).resolve().parent.parent / "infra"
+INFRA = Path(__file__).resolve().parents[2] / "infra"
 CRONJOB = INFRA / "k8s" / "retrain-cronjob.yaml"
 UNITS = sorted((INFRA / "systemd").glob("kernelwright-*"))
 YAMLLINT = "{extends: default, rules: {line-length: {max: 120}, document-start: disable}}"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).parent.parent / "scripts" / "ablation_gpu.sh"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "ablation_gpu.sh"
 STAND_IN = r"""#!/usr/bin/env bash
 args=("$@")
 get() { local i; for ((i = 0; i < ${#args[@]}; i++)); do [ "${args[$i]}" = "$1" ] && echo "${args[$((i + 1))]}"; done; }

@@ -185,7 +185,8 @@ def candidates(args: argparse.Namespace) -> list[tuple[str, str, str]]:
 def first_line(log: str) -> str:
     """A log's first error line (its first line when none says error), without the source excerpt."""
     lines = [ln for ln in log.splitlines() if ln.strip()]
-    return next((ln for ln in lines if "error" in ln), lines[0] if lines else "")[:300]
+    line = next((ln for ln in lines if "error" in ln), lines[0] if lines else "")
+    return re.sub(r"(?<![\w.])/(?:[^\s/:()'\"]+/)+", "", line)[:300]  # headers named by file, not by folder
 
 
 def measure(group: str, name: str, source: str, args: argparse.Namespace, settings: CompileCheckSettings,
@@ -228,6 +229,13 @@ def tally(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _named(argv: list[str]) -> list[str]:
+    """The command line with input files named by their file name only (no machine's folders) and
+    without the cache folder (it changes no figure)."""
+    out = [Path(a).name if i and argv[i - 1] in ("--corpus", "--candidates") else a for i, a in enumerate(argv)]
+    return [a for i, a in enumerate(out) if a != "--cache" and (i == 0 or out[i - 1] != "--cache")]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--corpus", help="JSON lines with candidates in `custom_code`")
@@ -257,7 +265,7 @@ def main() -> int:
         "what": "NVRTC rejections of device code vs nvcc (-cuda) on the build's own .cu, by candidate group",
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "nvcc": nvcc,
                     "torch": torch.__version__, "arch": os.environ["TORCH_CUDA_ARCH_LIST"]},
-        "command": " ".join(sys.argv), "summary": summary, "rows": rows})
+        "command": " ".join(_named(sys.argv)), "summary": summary, "rows": rows})
     print(json.dumps(summary, indent=1))
     return 0
 

@@ -143,7 +143,7 @@ def nvrtc_outcome(source: str, settings: CompileCheckSettings | None = None) -> 
     why = ("sources guessed from string literals" if not all(b.resolved for b in found.builds) else
            "NVRTC did not finish (a limit, or unavailable)" if not reached else
            _flags_problem(ast.parse(source)) or _untrusted_sources(found.cuda) or
-           (f"an error outside the candidate's sources ({foreign[0]})" if foreign else ""))
+           (f"an error outside the candidate's sources ({os.path.basename(foreign[0])})" if foreign else ""))
     return NvrtcOutcome(True, why, log)
 
 

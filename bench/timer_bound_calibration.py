@@ -40,10 +40,11 @@ from typing import Any
 
 from kernelwright.evaluation.candidates import suite_root
 from kernelwright.seed import load_seed_tasks
+from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.problems import load_problems
 from kernelwright.verifier.timing import TIMER_BOUND, TIMER_BOUND_FLOOR_MS
 from kernelwright.verifier.verdict import JUDGE_VERSION, Verdict
-from kernelwright.verifier.verify import VerifyConfig, cuda_available, run_workers
+from kernelwright.verifier.verify import cuda_available, run_workers
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "verify"
 GROUPS = ("seeds", "suite", "fixtures", "launch_bound")

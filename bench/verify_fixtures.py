@@ -18,8 +18,9 @@ from collections import Counter
 from pathlib import Path
 
 from kernelwright.seed import load_seed_tasks
+from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.verdict import Verdict, median_phase_s
-from kernelwright.verifier.verify import VerifyConfig, verify_many
+from kernelwright.verifier.verify import verify_many
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "verify"
 

@@ -43,8 +43,9 @@ from pathlib import Path
 from utilisation import Utilisation
 
 from kernelwright.seed import SeedTask, load_seed_tasks
+from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.verdict import median_phase_s
-from kernelwright.verifier.verify import VerifyConfig, verify_many
+from kernelwright.verifier.verify import verify_many
 
 KB_BUILD = """
 import importlib.util, sys

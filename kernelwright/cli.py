@@ -98,8 +98,9 @@ def _train(argv: Sequence[str]) -> int:
 
 
 def _evaluate(argv: Sequence[str]) -> int:
+    from kernelwright.evaluation.config import EvaluateConfig
     from kernelwright.evaluation.report import results_table
-    from kernelwright.evaluation.stage import EvaluateConfig, generate_candidates, plan_evaluation, run_evaluate
+    from kernelwright.evaluation.stage import generate_candidates, plan_evaluation, run_evaluate
 
     cfg = parse_config(EvaluateConfig, argv, "kernelwright evaluate", "Generate, verify and score kernels.")
     plan = plan_evaluation(cfg)  # bad arguments are refused before the MLflow store is touched
@@ -115,7 +116,8 @@ def _evaluate(argv: Sequence[str]) -> int:
 
 
 def _verify(argv: Sequence[str]) -> int:
-    from kernelwright.verifier.verify import VerifyConfig, exit_code, verify_one, write_json
+    from kernelwright.verifier.config import VerifyConfig
+    from kernelwright.verifier.verify import exit_code, verify_one, write_json
 
     cfg = parse_config(VerifyConfig, argv, "kernelwright verify", "Verify one candidate against one problem.")
     if not cfg.problem or not cfg.candidate:

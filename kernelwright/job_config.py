@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelwright.curation.config import CurateConfig
-from kernelwright.evaluation.stage import EvaluateConfig
+from kernelwright.evaluation.config import EvaluateConfig
 from kernelwright.training.config import WEIGHTINGS, TrainConfig
 from kernelwright.workdir import TRACKING_URI_HELP
 

@@ -1,4 +1,4 @@
-"""The layering rule: a stage never imports another stage; shared layers import no stage.
+"""The layering rule: a stage never imports another stage; shared layers import no stage; no import cycle.
 
 Layers, bottom up:
 - base: errors, atomic, config, workdir, tracking, prompting, code_norm;
@@ -97,3 +97,83 @@ def test_every_layer_named_exists(layer: str) -> None:
     if layer in {"serve", "retrain"}:
         pytest.skip(f"{layer} is reserved for the orchestration layer")
     assert (PACKAGE / layer).is_dir() or (PACKAGE / f"{layer}.py").is_file()
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the package modules it imports (at any depth, TYPE_CHECKING imports included).
+    `from pkg import sub` names the submodule `pkg.sub`, not `pkg`; a package's own `__init__` is
+    not an edge of its submodules (Python runs it first anyway)."""
+    mods: dict[str, Path] = {}
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root.parent).as_posix()
+        if rel.startswith(tuple(f"kernelwright/{d}" for d in DATA_DIRS)):
+            continue
+        name = rel[:-3].replace("/", ".").removesuffix(".__init__")
+        mods[name] = path
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for module, path in mods.items():
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in mods]
+                names = subs if len(subs) == len(node.names) else [base, *subs]
+            for name in names:
+                while name and name not in mods:
+                    name = name.rpartition(".")[0]
+                if name and name != module and not module.startswith(name + "."):
+                    graph[module].add(name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_among_the_package_modules() -> None:
+    assert cycles(import_graph(PACKAGE)) == []
+
+
+def test_a_cycle_is_found(tmp_path: Path) -> None:
+    pkg = tmp_path / "kernelwright"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from kernelwright.sub import a\n")
+    type_only = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from kernelwright.sub.b import X\n"
+    (pkg / "sub" / "a.py").write_text(type_only)
+    (pkg / "sub" / "b.py").write_text("from kernelwright.sub.a import Y\n")
+    assert cycles(import_graph(pkg)) == [["kernelwright.sub.a", "kernelwright.sub.b"]]

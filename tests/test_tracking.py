@@ -15,7 +15,7 @@ from kernelwright.base_model.config import REGISTERED_BASE, PretrainConfig
 from kernelwright.cli import main
 from kernelwright.curation.config import CurateConfig
 from kernelwright.errors import UsageError
-from kernelwright.evaluation.stage import EvaluateConfig
+from kernelwright.evaluation.config import EvaluateConfig
 from kernelwright.pipeline import PipelineConfig
 from kernelwright.retrain.config import PromoteConfig, RetrainConfig, ScheduleConfig
 from kernelwright.retrain.schedule import retrain_argv, run_retrain_job

@@ -19,8 +19,9 @@ from kernelwright.cuda.nvrtc.device import compile_many
 from kernelwright.cuda.spans import cuda_source_of
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.candidates import Candidate
+from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.verdict import Verdict
-from kernelwright.verifier.verify import VerifyConfig, read_inputs, source_warnings, static_verdict, with_warnings
+from kernelwright.verifier.verify import read_inputs, source_warnings, static_verdict, with_warnings
 
 NEVER_COMPILED = frozenset({"syntax_error", "no_candidate", "compile_error"})
 

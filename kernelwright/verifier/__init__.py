@@ -19,12 +19,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kernelwright.verifier.config import VerifyConfig
     from kernelwright.verifier.verdict import ShapeResult, Verdict
-    from kernelwright.verifier.verify import VerifyConfig, cuda_available, exit_code, verify_many, verify_one
+    from kernelwright.verifier.verify import cuda_available, exit_code, verify_many, verify_one
 
 _EXPORTS = {
     "Verdict": "kernelwright.verifier.verdict", "ShapeResult": "kernelwright.verifier.verdict",
-    "VerifyConfig": "kernelwright.verifier.verify", "verify_one": "kernelwright.verifier.verify",
+    "VerifyConfig": "kernelwright.verifier.config", "verify_one": "kernelwright.verifier.verify",
     "verify_many": "kernelwright.verifier.verify", "cuda_available": "kernelwright.verifier.verify",
     "exit_code": "kernelwright.verifier.verify",
 }

@@ -25,8 +25,9 @@ from kernelwright.verifier.channel import ChannelBroken, RunnerGone
 from kernelwright.verifier.isolation import Rejected, classify_failure, import_file
 from kernelwright.verifier.judge_checks import Checked, check_not_decoy, check_shape, outcome_of_death
 from kernelwright.verifier.judge_process import RUNNER_REASONS, started_runner
-from kernelwright.verifier.judge_timing import Link, RunnerRejected, time_shape
+from kernelwright.verifier.judge_timing import time_shape
 from kernelwright.verifier.kb_view import settle, strict_or_kb, views_of
+from kernelwright.verifier.link import Link, RunnerRejected
 from kernelwright.verifier.profiling import candidate_kernel_names
 from kernelwright.verifier.spec import Progress, Spec
 from kernelwright.verifier.summary import roofline, summarise

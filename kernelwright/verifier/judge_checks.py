@@ -23,8 +23,8 @@ from kernelwright.verifier.channel import ChannelBroken, Described, RunnerGone, 
 from kernelwright.verifier.fan_in import cached_fan_in, estimate_fan_in
 from kernelwright.verifier.inputs import DISTRIBUTIONS, clone, compare, draw_check_inputs
 from kernelwright.verifier.isolation import Rejected
-from kernelwright.verifier.judge_timing import Link, RunnerRejected
 from kernelwright.verifier.kb_view import DEFERRABLE, Deferred, kb_close
+from kernelwright.verifier.link import Link, RunnerRejected
 from kernelwright.verifier.spec import Spec
 from kernelwright.verifier.tolerance import TimedBound, fp64_output, fp64_twin
 from kernelwright.verifier.verdict import Verdict

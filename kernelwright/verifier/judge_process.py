@@ -28,7 +28,7 @@ from typing import IO
 
 from kernelwright.verifier.channel import Channel, field
 from kernelwright.verifier.forkserver import Spawned, SpawnRefused, spawn
-from kernelwright.verifier.judge_timing import Link
+from kernelwright.verifier.link import Link
 from kernelwright.verifier.runner_uid import TASKS_MAX, is_dedicated, sweep
 from kernelwright.verifier.sandbox import import_roots, make_scratch, remove_scratch, runner_env
 from kernelwright.verifier.spec import Spec

@@ -29,10 +29,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from kernelwright.verifier.channel import Channel, ChannelBroken, Described, field, load_output
+from kernelwright.verifier.channel import ChannelBroken, Described, field, load_output
 from kernelwright.verifier.inputs import form_failure
 from kernelwright.verifier.isolation import Rejected, exclusive
 from kernelwright.verifier.kernel_share import kernel_share
+from kernelwright.verifier.link import Link
 from kernelwright.verifier.spec import Progress, Spec
 from kernelwright.verifier.timer import Timer
 from kernelwright.verifier.timing import (
@@ -67,34 +68,8 @@ from kernelwright.verifier.timing import (
 from kernelwright.verifier.tolerance import TimedBound, judge_timed
 from kernelwright.verifier.verdict import ShapeResult
 
-if TYPE_CHECKING:  # judge_checks imports this module
+if TYPE_CHECKING:
     from kernelwright.verifier.judge_checks import Checked
-
-REQUEST_S = 600.0  # the longest one request may take; the whole run is bounded by verify's timeout
-
-
-@dataclass
-class Link:
-    """The judge's handle on its runner: the channel, the runner's output folder, the request limit."""
-
-    channel: Channel
-    outbox: Path
-    request_s: float = REQUEST_S
-
-    def ask(self, op: str, **fields: Any) -> dict[str, Any]:
-        reply = self.channel.request(op, self.request_s, **fields)
-        if "rejected" in reply:
-            raise RunnerRejected(str(reply["rejected"])[:80], str(reply.get("detail", ""))[:2000])
-        return reply
-
-
-class RunnerRejected(Exception):
-    """The runner reported a rejection of its own candidate (checked against the known reasons by the judge)."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason, self.detail = reason, detail
-
 
 @dataclass
 class ClockTarget:

@@ -22,7 +22,7 @@ from kernelwright.verifier.isolation import exclusive
 from kernelwright.verifier.spec import Spec
 
 if TYPE_CHECKING:  # judge_timing imports this module
-    from kernelwright.verifier.judge_timing import Link
+    from kernelwright.verifier.link import Link
 
 SHARE_BAND = (0.5, 2.0)
 SHARE_BORDERLINE_PASSES = 6

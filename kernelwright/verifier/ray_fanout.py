@@ -39,9 +39,10 @@ from typing import Any
 from kernelwright.cuda.pch import header_built_on_node
 from kernelwright.errors import UsageError
 from kernelwright.verifier import verify as verify_module
+from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.spec import Spec
 from kernelwright.verifier.verdict import Verdict
-from kernelwright.verifier.verify import OnDone, VerifyConfig
+from kernelwright.verifier.verify import OnDone
 
 log = logging.getLogger(__name__)
 LOCAL = "local"

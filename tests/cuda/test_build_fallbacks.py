@@ -9,7 +9,8 @@ import pytest
 
 from kernelwright.cli import main
 from kernelwright.cuda.static_checks import check_source
-from kernelwright.verifier.verify import VerifyConfig, static_verdict, verify_many
+from kernelwright.verifier.config import VerifyConfig
+from kernelwright.verifier.verify import static_verdict, verify_many
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 CASES: dict[str, dict[str, str]] = json.loads((FIXTURES / "build_fallbacks" / "expected.json").read_text())

@@ -238,7 +238,8 @@ def test_try_split_build_calls_load_inline_split_and_falls_back(tmp_path: Path) 
 
 
 def test_verify_config_split_build_reaches_the_worker_spec() -> None:
-    from kernelwright.verifier.verify import VerifyConfig, make_spec
+    from kernelwright.verifier.config import VerifyConfig
+    from kernelwright.verifier.verify import make_spec
 
     assert make_spec(VerifyConfig(problem="p.py", candidate="c.py")).split_build is True
     assert make_spec(VerifyConfig(problem="p.py", candidate="c.py", split_build=False)).split_build is False

@@ -116,7 +116,7 @@ def test_nvrtc_results_are_cached_on_disk(tmp_path: Path) -> None:
 
 
 def test_torch_compute_in_the_host_code_is_removed_with_its_own_reason(tmp_path: Path) -> None:
-    from kernelwright.curation.stage import CurateConfig
+    from kernelwright.curation.config import CurateConfig
 
     wrapper = GOOD.replace("auto y = torch::empty_like(x);", "auto y = at::matmul(x, x).contiguous();")
     honest = load_seed_tasks()[0].solution
@@ -139,9 +139,9 @@ def test_pytorch_compute_in_model_new_goes_to_the_gpu_in_evaluation_but_is_filte
     the warning); curation removes it as fallback_torch_op."""
     from kernelwright.evaluation.candidates import Candidate
     from kernelwright.evaluation.checking import check_candidates, pre_verdict
+    from kernelwright.verifier.config import VerifyConfig
     from kernelwright.verifier.problems import load_problem
     from kernelwright.verifier.verdict import Verdict
-    from kernelwright.verifier.verify import VerifyConfig
 
     fixtures = Path(__file__).parent.parent / "fixtures" / "verify"
     path = fixtures / "candidates" / "fallback_torch_op.py"

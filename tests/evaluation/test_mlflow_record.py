@@ -11,8 +11,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from kernelwright.evaluation import stage
+from kernelwright.evaluation.config import EvaluateConfig
 from kernelwright.evaluation.report import TAG_CHARS, candidate_artifact, not_applicable_note
-from kernelwright.evaluation.stage import EvaluateConfig, run_evaluate
+from kernelwright.evaluation.stage import run_evaluate
 from kernelwright.tracking import setup_tracking
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"

@@ -15,7 +15,8 @@ import pytest
 
 from kernelwright.cli import main
 from kernelwright.evaluation import stage
-from kernelwright.evaluation.stage import EvaluateConfig, run_evaluate
+from kernelwright.evaluation.config import EvaluateConfig
+from kernelwright.evaluation.stage import run_evaluate
 from kernelwright.verifier import ray_fanout, verify
 from tests.evaluation._ray_worker import FakeWorker, fails, marks
 
@@ -66,7 +67,7 @@ def test_local_workers_and_ray_tasks_give_the_same_rows(
 
 
 def test_a_task_that_fails_is_a_crash_verdict(ray_instance: None, evaluation: dict) -> None:
-    from kernelwright.verifier.verify import VerifyConfig
+    from kernelwright.verifier.config import VerifyConfig
 
     problem = Path(str(evaluation["suite"])) / "level1" / "affine.py"
     cfg = VerifyConfig(problem=str(problem), candidate=str(FIXTURES / "candidates" / "honest_affine.py"))
@@ -88,7 +89,7 @@ def test_a_cluster_without_gpus_verifies_nothing_and_says_why(evaluation: dict, 
 
 
 def test_ray_files_are_copied_where_the_node_cannot_read_them(tmp_path: Path) -> None:
-    from kernelwright.verifier.verify import VerifyConfig
+    from kernelwright.verifier.config import VerifyConfig
 
     cfg = VerifyConfig(problem="/nonexistent-dir/p.py", candidate=str(FIXTURES / "candidates" / "honest_affine.py"),
                        build_cache="/proc/no-such-cache")

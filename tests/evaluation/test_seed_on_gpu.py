@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelwright.evaluation.config import EvaluateConfig
 from kernelwright.evaluation.metrics import metric_key
-from kernelwright.evaluation.stage import EvaluateConfig, run_evaluate
+from kernelwright.evaluation.stage import run_evaluate
 from kernelwright.seed import load_seed_tasks, split_tasks
 
 

@@ -14,11 +14,12 @@ from mlflow.tracking import MlflowClient
 
 from kernelwright.evaluation import stage
 from kernelwright.evaluation.candidates import candidates_from, select_problems
+from kernelwright.evaluation.config import EvaluateConfig
 from kernelwright.evaluation.metrics import metric_key
-from kernelwright.evaluation.stage import EvaluateConfig, run_evaluate
+from kernelwright.evaluation.stage import run_evaluate
 from kernelwright.tracking import setup_tracking
+from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.verdict import JUDGE_VERSION, Verdict
-from kernelwright.verifier.verify import VerifyConfig
 from tests.evaluation._rows import FakeRow
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"

@@ -12,8 +12,8 @@ import pytest
 from kernelwright.evaluation import stage
 from kernelwright.retrain.config import RetrainConfig
 from kernelwright.seed import load_seed_tasks
+from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.verdict import Verdict
-from kernelwright.verifier.verify import VerifyConfig
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 HONEST = FIXTURES / "candidates" / "honest_affine.py"

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from kernelwright.verifier.build_failure import build_failure
+from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.isolation import classify_failure
 from kernelwright.verifier.runner import Runner
-from kernelwright.verifier.verify import VerifyConfig, verify_many
+from kernelwright.verifier.verify import verify_many
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 BUILD = "/root/.cache/torch_extensions/py311_cu130/fused_ext"

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 import kernelwright
-from kernelwright.verifier.verify import VerifyConfig, verify_many
+from kernelwright.verifier.config import VerifyConfig
+from kernelwright.verifier.verify import verify_many
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 EXPECTED: dict[str, dict] = json.loads((FIXTURES / "expected.json").read_text())

@@ -14,7 +14,7 @@ import torch
 from kernelwright.verifier import judge
 from kernelwright.verifier.channel import ChannelBroken, RunnerGone
 from kernelwright.verifier.judge_checks import outcome_of_death
-from kernelwright.verifier.judge_timing import RunnerRejected
+from kernelwright.verifier.link import RunnerRejected
 from kernelwright.verifier.spec import Progress, Spec
 from kernelwright.verifier.tolerance import TimedBound, judge_timed
 

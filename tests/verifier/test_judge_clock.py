@@ -210,7 +210,8 @@ def test_native_timer_patches_are_inconsistent_and_their_honest_twins_agree_on_g
     no more than the estimate supports."""
     import json
 
-    from kernelwright.verifier.verify import VerifyConfig, verify_many
+    from kernelwright.verifier.config import VerifyConfig
+    from kernelwright.verifier.verify import verify_many
 
     fixtures = Path(__file__).parent.parent / "fixtures" / "verify"
     expected = json.loads((fixtures / "expected.json").read_text())
@@ -236,7 +237,8 @@ def test_native_timer_patches_are_inconsistent_and_their_honest_twins_agree_on_g
 def test_native_timer_patches_on_a_10us_kernel_are_inconsistent_on_gpu(tmp_path: Path) -> None:
     import json
 
-    from kernelwright.verifier.verify import VerifyConfig, verify_many
+    from kernelwright.verifier.config import VerifyConfig
+    from kernelwright.verifier.verify import verify_many
 
     fixtures = Path(__file__).parent.parent / "fixtures" / "verify"
     expected = json.loads((fixtures / "expected.json").read_text())

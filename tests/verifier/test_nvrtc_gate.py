@@ -11,9 +11,10 @@ from kernelwright.cli import main
 from kernelwright.cuda.compile_result import CompileCheckSettings
 from kernelwright.cuda.nvrtc import program
 from kernelwright.verifier import verify as verify_module
+from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.nvrtc_gate import nvrtc_outcome, nvrtc_verdict
 from kernelwright.verifier.verdict import JUDGE_VERSION, Verdict
-from kernelwright.verifier.verify import VerifyConfig, verify_many
+from kernelwright.verifier.verify import verify_many
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "verify"
 HONEST = (FIXTURES / "candidates" / "honest_affine.py").read_text()

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.verdict import REASON_STATUS
-from kernelwright.verifier.verify import VerifyConfig, source_warnings, static_verdict, verify_many
+from kernelwright.verifier.verify import source_warnings, static_verdict, verify_many
 
 ORDERINGS = Path(__file__).parent.parent / "fixtures" / "verify" / "orderings"
 EXPECTED: dict[str, dict] = json.loads((ORDERINGS / "expected.json").read_text())

@@ -1,0 +1,50 @@
+"""Config of `kernelwright verify` (and of every verification evaluate runs): one field per setting, with units."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class VerifyConfig:
+    """Config of `kernelwright verify`."""
+
+    problem: str = field(default="", metadata={"help": "KernelBench-style problem file (Model, get_inputs, ...)."})
+    candidate: str = field(default="", metadata={"help": "Candidate file defining ModelNew."})
+    json: str | None = field(default=None, metadata={"help": "Write the verdict as JSON here."})
+    static: bool = field(default=False, metadata={"help": "Static checks only (any machine, no GPU)."})
+    timeout_s: float = field(default=300.0, metadata={"help": "Wall-clock limit of the worker, build included."})
+    seeds: int = field(default=2, metadata={"help": "Seeds per input distribution."})
+    timing: bool = field(default=True, metadata={"help": "Time candidate and reference; off: correctness only."})
+    compile_baseline: bool = field(default=True, metadata={"help": "Also time torch.compile of the reference."})
+    memory_fraction: float = field(default=0.5, metadata={"help": "Share of GPU memory the worker may allocate."})
+    timing_budget_s: float = field(default=1.0, metadata={"help": "Seconds of timed trials per model and shape."})
+    min_custom_share: float = field(default=0.1, metadata={
+        "help": "Least share of the forward's GPU kernel time, 0 to 1, spent in the candidate's own kernels on "
+                "every shape; below it: fallback_runtime. 0: no share required (the share is still reported)."})
+    build_cache: str | None = field(
+        default=None, metadata={"help": "Folder the judge alone writes: cached reference timings (candidates build "
+                                        "in their runner's scratch folder). None: ~/.cache/kernelwright/builds."}
+    )
+    host_memory_gb: float = field(default=32.0, metadata={
+        "help": "Resident host memory a worker may use, in GiB, before it is killed (out_of_memory); 0: no limit."})
+    split_build: bool = field(default=True, metadata={
+        "help": "Build a candidate's kernels without torch headers and its host wrappers with the precompiled "
+                "header (same kernels, ~4x less compile time); anything the split does not cover is built as "
+                "written. Off: always as written."})
+    profiler_warm_up: bool = field(default=True, metadata={
+        "help": "Start the profiler (CUPTI, ~4.6 s on an H200) in a thread while the candidate builds; off: at "
+                "the first shape's kernel-share pass."})
+    forkserver: bool = field(default=True, metadata={
+        "help": "With several candidates, fork their judges and runners from one process that has imported torch "
+                "once (verifier/forkserver.py) instead of starting Python for each; off: a fresh Python each."})
+    ref_timing_cache: bool = field(default=True, metadata={
+        "help": "Reuse reference timings of the same problem, shape, GPU and torch (kept in the build cache); "
+                "off: time the reference for every candidate."})
+    timer_bound: bool = field(default=True, metadata={
+        "help": "Hold the candidate's timer to the judge's own clock: below what it allows on every attempt is "
+                "timing_inconsistent, and no speedup exceeds what it supports. Off only to calibrate the bound "
+                "(bench/timer_bound_calibration.py): the timer's figures are then reported unchecked."})
+    nvrtc_gate: bool = field(default=True, metadata={
+        "help": "No build for a candidate whose device code NVRTC rejected where that rejection stands for nvcc's "
+                "(verifier/nvrtc_gate.py): compile_error with NVRTC's log. Off: every candidate is built."})

@@ -27,6 +27,8 @@ import ast
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from kernelwright.cuda.candidate_sources import dotted_name
+
 PROPERTY_DECORATORS = frozenset({"property", "cached_property"})
 TORCH_HEADS = ("torch.", "F.", "nn.functional.")
 Scoped = tuple[ast.AST, str]  # a node and where it is ("module level", "function f", "class C", "C.f")
@@ -38,16 +40,8 @@ class Fallback:
     detail: str
 
 
-def _dotted(node: ast.AST) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
-    return ""
-
-
 def _callee(call: ast.Call) -> str:
-    return _dotted(call.func).rpartition(".")[2]
+    return dotted_name(call.func).rpartition(".")[2]
 
 
 def _scoped(tree: ast.Module) -> Iterator[Scoped]:
@@ -82,7 +76,7 @@ class Builds:
                     continue
                 self.callables.add(d.name)
                 if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef) and any(
-                        _dotted(x).rpartition(".")[2] in PROPERTY_DECORATORS for x in d.decorator_list):
+                        dotted_name(x).rpartition(".")[2] in PROPERTY_DECORATORS for x in d.decorator_list):
                     self.properties.add(d.name)
                 changed = True
 
@@ -94,7 +88,7 @@ class Builds:
 
     def is_build(self, node: ast.AST) -> bool:
         if isinstance(node, ast.Call):
-            name = _dotted(node.func)
+            name = dotted_name(node.func)
             return id(node) in self.calls or _callee(node) in self.callables or ".cpp_extension." in f".{name}"
         return isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in self.properties
 
@@ -113,9 +107,9 @@ def _assigned(nodes: Sequence[ast.stmt]) -> Iterator[tuple[str, ast.expr]]:
     for stmt in nodes:
         for n in ast.walk(stmt):
             if isinstance(n, ast.Assign):
-                yield from ((_dotted(t), n.value) for t in n.targets if _dotted(t))
-            elif isinstance(n, ast.AnnAssign) and n.value is not None and _dotted(n.target):
-                yield _dotted(n.target), n.value
+                yield from ((dotted_name(t), n.value) for t in n.targets if dotted_name(t))
+            elif isinstance(n, ast.AnnAssign) and n.value is not None and dotted_name(n.target):
+                yield dotted_name(n.target), n.value
 
 
 def _guarded(tree: ast.Module, builds: Builds) -> tuple[list[Fallback], set[str]]:
@@ -164,9 +158,9 @@ def _results(tree: ast.Module, builds: Builds, flags: set[str]) -> set[str]:
 
 def _reads_result(value: ast.expr, names: set[str]) -> bool:
     if isinstance(value, ast.Attribute):
-        return _dotted(value.value) in names
+        return dotted_name(value.value) in names
     return isinstance(value, ast.Call) and _callee(value) == "getattr" and bool(value.args) and \
-        _dotted(value.args[0]) in names
+        dotted_name(value.args[0]) in names
 
 
 def _attr_name(node: ast.expr) -> str:
@@ -176,10 +170,10 @@ def _attr_name(node: ast.expr) -> str:
 
 def _is_result(expr: ast.expr, names: set[str]) -> bool:
     """`expr` reads a build result: a name of one, or `getattr` of one (`getattr(self, "ext", None)`)."""
-    if _dotted(expr) in names:
+    if dotted_name(expr) in names:
         return True
     if isinstance(expr, ast.Call) and _callee(expr) == "getattr" and len(expr.args) >= 2:
-        first = _dotted(expr.args[0])
+        first = dotted_name(expr.args[0])
         return first in names or f"{first}.{_attr_name(expr.args[1])}" in names
     return False
 
@@ -199,8 +193,8 @@ def _missing_makes(test: ast.expr, names: set[str]) -> bool | None:
     if isinstance(test, ast.Call) and test.args:
         name, first = _callee(test), test.args[0]
         if name == "hasattr" and len(test.args) == 2:
-            attr = f"{_dotted(first)}.{_attr_name(test.args[1])}"
-            return False if attr in names or _dotted(first) in names else None
+            attr = f"{dotted_name(first)}.{_attr_name(test.args[1])}"
+            return False if attr in names or dotted_name(first) in names else None
         return _missing_makes(first, names) if name in ("callable", "bool") else None
     if isinstance(test, ast.BoolOp):
         parts = [_missing_makes(v, names) for v in test.values]
@@ -227,7 +221,7 @@ class _Paths:
             return False
         return any(isinstance(x, ast.BinOp) or (isinstance(x, ast.Call) and self.is_compute(x)) or
                    (isinstance(x, ast.Return) and x.value is not None and not _is_none(x.value)) or
-                   (isinstance(x, ast.Attribute) and f"{_dotted(x)}.".startswith(TORCH_HEADS)
+                   (isinstance(x, ast.Attribute) and f"{dotted_name(x)}.".startswith(TORCH_HEADS)
                     and isinstance(x.ctx, ast.Load) and isinstance(n, ast.expr))
                    for n in nodes for x in ast.walk(n))
 
@@ -264,7 +258,7 @@ def _blocks(node: ast.AST) -> Iterator[list[ast.stmt]]:
 
 
 def _selection(node: ast.If | ast.IfExp, where: str, names: set[str]) -> Fallback:
-    tested = sorted({_dotted(x) for x in ast.walk(node.test) if _dotted(x) in names} or
+    tested = sorted({dotted_name(x) for x in ast.walk(node.test) if dotted_name(x) in names} or
                     {ast.unparse(node.test)[:60]})
     return Fallback(node.lineno, f"line {node.lineno}: {where} computes without the build when "
                                  f"{', '.join(tested)} says it is missing")

@@ -40,11 +40,12 @@ class CandidateSources:
         return [s for b in self.builds for s in b.cuda]
 
 
-def _dotted(node: ast.AST) -> str:
+def dotted_name(node: ast.AST) -> str:
+    """`a.b.c` of a name or attribute chain; "" for anything else (a call, a subscript)."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
+        return f"{dotted_name(node.value)}.{node.attr}"
     return ""
 
 
@@ -151,7 +152,7 @@ def candidate_sources(py_source: str) -> CandidateSources:
     except SyntaxError as exc:
         return CandidateSources(problem=f"python_syntax: line {exc.lineno}: {exc.msg}")
     resolver = _Resolver(_bindings(tree))
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _dotted(n.func).endswith("load_inline")]
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and dotted_name(n.func).endswith("load_inline")]
     builds = [b for b in (_build(c, resolver) for c in calls) if b is not None]
     if builds and len(builds) == len(calls):
         return CandidateSources(builds=builds)

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from kernelwright.cuda.build_fallbacks import build_fallbacks
+from kernelwright.cuda.candidate_sources import dotted_name
 
 # Calls that only allocate, reshape or move data: allowed in ModelNew's Python code.
 ALLOWED_TORCH = frozenset({
@@ -62,14 +63,6 @@ class StaticReport:
         self.by_reason.setdefault(reason, []).append(detail)
 
 
-def _dotted(node: ast.AST) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
-    return ""
-
-
 def _string_constants(tree: ast.AST) -> list[str]:
     return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
 
@@ -94,7 +87,7 @@ def _build_calls(tree: ast.Module) -> list[ast.Call]:
     for n in ast.walk(tree):
         if not isinstance(n, ast.Call):
             continue
-        name = _dotted(n.func)
+        name = dotted_name(n.func)
         head, _, last = name.rpartition(".")
         if last in BUILDERS or (last == "load" and (head.endswith("cpp_extension") or (not head and name in from_ext))):
             out.append(n)
@@ -125,10 +118,10 @@ def _launched(sources: list[str], kernels: set[str], tree: ast.Module, builds: l
     for args in _API_LAUNCH.findall(text):
         found |= {k for k in kernels if re.search(rf"\b{re.escape(k)}\b", args)}
     for b in builds:  # cupy RawKernel(code, "name") launches by name when called
-        if _dotted(b.func).endswith("RawKernel"):
+        if dotted_name(b.func).endswith("RawKernel"):
             found |= set(_str_args(b, "name", 1) or []) & kernels
     for n in ast.walk(tree):
-        if isinstance(n, ast.Call) and _dotted(n.func).endswith("get_function"):
+        if isinstance(n, ast.Call) and dotted_name(n.func).endswith("get_function"):
             found |= set(_str_args(n, "name", 0) or []) & kernels
     return found
 
@@ -137,7 +130,7 @@ def _built_callables(tree: ast.Module, builds: list[ast.Call], sources: list[str
     """Names through which Python calls what was built; None when they cannot be read statically."""
     names: set[str] = set()
     for b in builds:
-        if _dotted(b.func).endswith(("load_inline", "load")):
+        if dotted_name(b.func).endswith(("load_inline", "load")):
             bound = _str_args(b, "functions")
             if bound is None and not any(_PYBIND_DEF.search(s) for s in sources):
                 return None
@@ -146,13 +139,13 @@ def _built_callables(tree: ast.Module, builds: list[ast.Call], sources: list[str
     build_ids = {id(b) for b in builds}
     for n in ast.walk(tree):  # k = cp.RawKernel(...) / mod.get_function(...): calls go through `k`
         if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and (
-                id(n.value) in build_ids or _dotted(n.value.func).endswith("get_function")):
-            names |= {_dotted(t).rpartition(".")[2] for t in n.targets if _dotted(t)}
+                id(n.value) in build_ids or dotted_name(n.value.func).endswith("get_function")):
+            names |= {dotted_name(t).rpartition(".")[2] for t in n.targets if dotted_name(t)}
     return names
 
 
 def _calls_any(tree: ast.Module, names: set[str]) -> bool:
-    return any(isinstance(n, ast.Call) and _dotted(n.func).rpartition(".")[2] in names for n in ast.walk(tree))
+    return any(isinstance(n, ast.Call) and dotted_name(n.func).rpartition(".")[2] in names for n in ast.walk(tree))
 
 
 def _check_kernels(tree: ast.Module, report: StaticReport) -> None:
@@ -195,13 +188,13 @@ def _built_names(tree: ast.Module) -> frozenset[str]:
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and id(node.value) in builds:
-            names.update(_dotted(t) for t in node.targets)
+            names.update(dotted_name(t) for t in node.targets)
     return frozenset(n for n in names if n)
 
 
 def _torch_compute(node: ast.Call, built: frozenset[str]) -> str | None:
     """The PyTorch compute `node` calls (e.g. "torch.matmul", ".sum()"), or None."""
-    name = _dotted(node.func)
+    name = dotted_name(node.func)
     head, _, attr = name.rpartition(".")
     if head in TORCH_NAMESPACES or head.startswith(("torch.", "F.", "nn.functional")):
         return name if attr not in ALLOWED_TORCH and not attr[:1].isupper() else None
@@ -237,12 +230,12 @@ def _check_tampering(tree: ast.Module, report: StaticReport) -> None:
             targets = node.targets
         elif isinstance(node, ast.AugAssign | ast.AnnAssign):
             targets = [node.target]
-        elif isinstance(node, ast.Call) and _dotted(node.func) == "setattr" and node.args:
+        elif isinstance(node, ast.Call) and dotted_name(node.func) == "setattr" and node.args:
             targets = [node.args[0]]
         for t in targets:
-            root = _dotted(t).split(".")[0]
+            root = dotted_name(t).split(".")[0]
             if root in TAMPER_ROOTS and (isinstance(t, ast.Attribute) or isinstance(node, ast.Call)):
-                report.flag("harness_tampering", f"line {getattr(node, 'lineno', 0)}: assigns to {_dotted(t)}")
+                report.flag("harness_tampering", f"line {getattr(node, 'lineno', 0)}: assigns to {dotted_name(t)}")
 
 
 def check_source(source: str, require_call: bool = False) -> StaticReport:

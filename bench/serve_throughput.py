@@ -247,7 +247,7 @@ def _run_server(launch: Launch, env: dict[str, str], tmp: Path, plan: Plan, star
         for name in names:
             servers[name] = {"status": "ok", **entry, **figures[name], "loadavg_after": loadavg()}
     except (ServerFailed, OSError) as exc:
-        log_end = server.log_tail(1500)  # the server stopped: its log is whole
+        log_end = server.log_tail(1500).replace(f"{Path.cwd()}/", "")  # whole; paths relative to the run
         for name in names:
             servers[name] = {"status": "failed", **entry, "reason": str(exc)[-2000:], "log_end": log_end}
         print(f"{label}: failed: {str(exc)[-600:]}", flush=True)

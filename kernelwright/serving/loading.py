@@ -28,12 +28,12 @@ def use_store(cfg: ServeConfig) -> None:
     """Point MLflow at --tracking-uri, else MLFLOW_TRACKING_URI, else the work folder's store, for models:/ URIs."""
     import mlflow
 
-    from kernelwright.workdir import resolve_workdir, tracking_uri
+    from kernelwright.store import Store
 
-    uri = tracking_uri(resolve_workdir(cfg.workdir), cfg.tracking_uri)
-    store = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
-    if store is not None and not store.is_file():
-        raise UsageError(f"no MLflow store at {store} to resolve {cfg.model}: train and register a model first "
+    uri = Store.of(cfg).tracking_uri
+    database = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+    if database is not None and not database.is_file():
+        raise UsageError(f"no MLflow store at {database} to resolve {cfg.model}: train and register a model first "
                          "(kernelwright pipeline), or pass --model PATH")
     mlflow.set_tracking_uri(uri)
 

@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from rich.console import Console
 from rich.markup import escape
@@ -23,19 +23,13 @@ from rich.markup import escape
 from kernelwright import __version__
 from kernelwright.config import parse_config
 from kernelwright.errors import KernelwrightError, UsageError
+from kernelwright.store import HasStore
 
 if TYPE_CHECKING:
     from kernelwright.evaluation.stage import EvaluateResult
 
 console = Console(stderr=True)
 T = TypeVar("T")
-
-
-class StageConfig(Protocol):
-    """What every stage's config has: the work folder and the MLflow store."""
-
-    workdir: str | None
-    tracking_uri: str | None
 
 
 def _pipeline(argv: Sequence[str]) -> int:
@@ -66,7 +60,7 @@ def closing_line(ev: EvaluateResult) -> str:
            f"gate: {ev.gate_note}"
 
 
-def _in_stage_run(name: str, cfg: StageConfig, fn: Callable[[], T]) -> T:
+def _in_stage_run(name: str, cfg: HasStore, fn: Callable[[], T]) -> T:
     """Run `fn` inside an MLflow run named for the stage, in `cfg.tracking_uri` or the work folder's store."""
     from kernelwright.store import Store
     from kernelwright.tracking import stage_run, tracking_session

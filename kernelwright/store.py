@@ -6,7 +6,7 @@
 The work folder is `--workdir`, else `KERNELWRIGHT_WORKDIR`, else `./.kernelwright`; the tracking
 and registry store is `--tracking-uri`, else `MLFLOW_TRACKING_URI`, else the work folder's
 `mlflow.db`. A command resolves its `Store` once and hands it down; nothing below reads the
-environment again. `environ()` is what a child process that opens the store itself is given.
+environment again.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from kernelwright.workdir import TRACKING_ENV, redacted, resolve_workdir, tracking_uri
+from kernelwright.workdir import resolve_workdir, tracking_uri
 
 
 class HasStore(Protocol):
@@ -46,10 +46,3 @@ class Store:
     def local(self) -> bool:
         """A SQLite store: its artifacts live in the work folder."""
         return self.tracking_uri.startswith("sqlite:")
-
-    def environ(self) -> dict[str, str]:
-        """The environment of a child process that opens this store itself."""
-        return {**os.environ, TRACKING_ENV: self.tracking_uri}
-
-    def __str__(self) -> str:
-        return f"{self.workdir} (store {redacted(self.tracking_uri)})"

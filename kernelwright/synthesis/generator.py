@@ -1,0 +1,57 @@
+"""Procedural tasks: draw `n` tasks across the families, each from its own seed.
+
+    from kernelwright.synthesis.generator import generate_tasks
+    tasks = list(generate_tasks(1000, seed=0))
+
+Each family module has `build(rng, task_id, seed) -> SynthTask`; the task's RNG is seeded from
+the run's seed and the task's index, so a task is the same whatever else is drawn with it
+(a run of 2,000 tasks starts with the 1,000 of a run of 1,000).
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+from collections.abc import Callable, Iterator, Sequence
+
+from kernelwright.errors import UsageError
+from kernelwright.synthesis.task import FAMILIES, SynthTask
+
+GENERATOR_VERSION = "1"
+# the share of each family in a run (renormalised over the families asked for)
+WEIGHTS = {"elementwise": 0.28, "reduction": 0.18, "softmax": 0.12, "rownorm": 0.14, "gather": 0.1,
+           "matmul_epilogue": 0.18}
+_MODULES = {"elementwise": "family_elementwise", "gather": "family_gather", "reduction": "family_rows",
+            "softmax": "family_rows", "rownorm": "family_rows", "matmul_epilogue": "family_matmul"}
+
+Builder = Callable[[random.Random, str, int], SynthTask]
+
+
+def builder(family: str) -> Builder:
+    module = importlib.import_module(f"kernelwright.synthesis.{_MODULES[family]}")
+    fn: Builder = getattr(module, f"build_{family}")
+    return fn
+
+
+def check_families(families: Sequence[str]) -> list[str]:
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown:
+        raise UsageError(f"unknown task famil{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)} "
+                         f"(known: {', '.join(FAMILIES)})")
+    return list(families) or list(FAMILIES)
+
+
+def task_seed(seed: int, index: int) -> int:
+    return random.Random(f"{seed}:{index}").getrandbits(32)
+
+
+def generate_tasks(n: int, seed: int, families: Sequence[str] = ()) -> Iterator[SynthTask]:
+    """`n` tasks; task `i` draws its family and everything else from `task_seed(seed, i)`."""
+    chosen = check_families(families)
+    weights = [WEIGHTS[f] for f in chosen]
+    builders = {f: builder(f) for f in chosen}
+    for i in range(n):
+        s = task_seed(seed, i)
+        rng = random.Random(s)
+        family = rng.choices(chosen, weights)[0]
+        yield builders[family](rng, f"{family}_{i:05d}", s)

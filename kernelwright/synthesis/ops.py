@@ -1,0 +1,163 @@
+"""The operator library of procedural tasks: elementwise ops with their PyTorch and CUDA expressions.
+
+Every op is a total function on the reals (log and sqrt act on |x|, exp on -|x|), so each of the
+judge's input distributions (default, signed, heavy-tailed, small) is in its domain, and the
+float64 twin of a reference is defined wherever the reference is. CUDA expressions are float32
+math (`expf`, `tanhf`, ...): half and bfloat16 values are converted to float before and after.
+
+A chain is a list of `OpUse`s applied in order; `torch_chain` and `cuda_chain` render the same
+chain as a PyTorch expression (parameters as `self.s<j>` scalars and `p<j>` broadcast tensors)
+and as a CUDA expression (scalars as kernel arguments `s<j>`, broadcast elements through a
+`load` callback the solution template gives).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+UNARY, SCALAR, BROADCAST = "unary", "scalar", "broadcast"
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    kind: str  # UNARY, SCALAR (one scalar parameter {a}) or BROADCAST (a row or column vector {b})
+    torch: str  # PyTorch expression of {x} (and {a} / {b}); torch.nn.functional is F
+    cuda: str  # CUDA float expression of {x} (and {a} / {b}); {x} may appear more than once
+    param_range: tuple[float, float] = (0.0, 0.0)  # SCALAR: the parameter is drawn uniformly from it
+    half_ok: bool = True  # False: grows fast enough to overflow float16 in a chain (float32 only)
+
+
+OPS: dict[str, Op] = {op.name: op for op in (
+    Op("relu", UNARY, "torch.relu({x})", "fmaxf({x}, 0.0f)"),
+    Op("sigmoid", UNARY, "torch.sigmoid({x})", "(1.0f / (1.0f + expf(-({x}))))"),
+    Op("tanh", UNARY, "torch.tanh({x})", "tanhf({x})"),
+    Op("gelu", UNARY, "F.gelu({x})", "(0.5f * ({x}) * (1.0f + erff(({x}) * 0.70710678118654752f)))"),
+    Op("silu", UNARY, "F.silu({x})", "(({x}) / (1.0f + expf(-({x}))))"),
+    Op("softplus", UNARY, "F.softplus({x})", "(({x}) > 20.0f ? ({x}) : log1pf(expf({x})))"),
+    Op("elu", UNARY, "F.elu({x})", "(({x}) > 0.0f ? ({x}) : expm1f({x}))"),
+    Op("mish", UNARY, "F.mish({x})",
+       "(({x}) * tanhf(({x}) > 20.0f ? ({x}) : log1pf(expf({x}))))"),
+    Op("hardsigmoid", UNARY, "F.hardsigmoid({x})", "(fminf(fmaxf(({x}) + 3.0f, 0.0f), 6.0f) / 6.0f)"),
+    Op("hardswish", UNARY, "F.hardswish({x})", "(({x}) * fminf(fmaxf(({x}) + 3.0f, 0.0f), 6.0f) / 6.0f)"),
+    Op("abs", UNARY, "torch.abs({x})", "fabsf({x})"),
+    Op("neg", UNARY, "(-({x}))", "(-({x}))"),
+    Op("square", UNARY, "(({x}) * ({x}))", "(({x}) * ({x}))", half_ok=False),
+    Op("sin", UNARY, "torch.sin({x})", "sinf({x})"),
+    Op("cos", UNARY, "torch.cos({x})", "cosf({x})"),
+    Op("atan", UNARY, "torch.atan({x})", "atanf({x})"),
+    Op("erf", UNARY, "torch.erf({x})", "erff({x})"),
+    Op("log1p_abs", UNARY, "torch.log1p(torch.abs({x}))", "log1pf(fabsf({x}))"),
+    Op("sqrt_abs", UNARY, "torch.sqrt(torch.abs({x}))", "sqrtf(fabsf({x}))"),
+    Op("exp_neg_abs", UNARY, "torch.exp(-torch.abs({x}))", "expf(-fabsf({x}))"),
+    Op("rsqrt1p_sq", UNARY, "torch.rsqrt(1.0 + ({x}) * ({x}))", "rsqrtf(1.0f + ({x}) * ({x}))"),
+    Op("leaky_relu", SCALAR, "F.leaky_relu({x}, {a})", "(({x}) >= 0.0f ? ({x}) : ({a}) * ({x}))", (0.01, 0.3)),
+    Op("add_scalar", SCALAR, "(({x}) + {a})", "(({x}) + ({a}))", (-2.0, 2.0)),
+    Op("mul_scalar", SCALAR, "(({x}) * {a})", "(({x}) * ({a}))", (0.25, 3.0)),
+    Op("clamp_sym", SCALAR, "torch.clamp({x}, -{a}, {a})", "fminf(fmaxf({x}, -({a})), ({a}))", (0.5, 3.0)),
+    Op("add_bias", BROADCAST, "(({x}) + {b})", "(({x}) + ({b}))"),
+    Op("mul_scale", BROADCAST, "(({x}) * {b})", "(({x}) * ({b}))"),
+    Op("sub_shift", BROADCAST, "(({x}) - {b})", "(({x}) - ({b}))"),
+    Op("max_floor", BROADCAST, "torch.maximum({x}, {b})", "fmaxf({x}, {b})"),
+)}
+
+
+@dataclass(frozen=True)
+class OpUse:
+    """One op of a chain: its parameter (SCALAR), its broadcast axis (BROADCAST: "row" or "col")."""
+
+    op: str
+    value: float = 0.0
+    axis: str = ""
+
+    @property
+    def spec(self) -> Op:
+        return OPS[self.op]
+
+
+def sample_chain(rng: random.Random, length: int, dtype: str, broadcast: bool = True) -> list[OpUse]:
+    """`length` ops drawn without immediate repeats; float32-only ops left out for half types,
+    broadcast ops left out where `broadcast` is False (inputs that are not a 2-D view)."""
+    names = [n for n, op in OPS.items()
+             if (op.half_ok or dtype == "float32") and (broadcast or op.kind != BROADCAST)]
+    chain: list[OpUse] = []
+    for _ in range(length):
+        name = rng.choice([n for n in names if not chain or n != chain[-1].op])
+        op = OPS[name]
+        if op.kind == SCALAR:
+            lo, hi = op.param_range
+            chain.append(OpUse(name, value=round(rng.uniform(lo, hi), 3)))
+        elif op.kind == BROADCAST:
+            chain.append(OpUse(name, axis=rng.choice(("row", "col"))))
+        else:
+            chain.append(OpUse(name))
+    return chain
+
+
+def scalar_values(chain: list[OpUse]) -> list[float]:
+    """The chain's scalar parameters in order: the constructor arguments `s0, s1, ...`."""
+    return [u.value for u in chain if u.spec.kind == SCALAR]
+
+
+def broadcast_axes(chain: list[OpUse]) -> list[str]:
+    """The chain's broadcast operands in order ("row" or "col"): the extra inputs `p0, p1, ...`."""
+    return [u.axis for u in chain if u.spec.kind == BROADCAST]
+
+
+def torch_chain(chain: list[OpUse], x: str, row_view: Callable[[str], str] = lambda p: f"{p}.unsqueeze(-1)") -> str:
+    """The chain as a PyTorch expression of `x`: scalars as `self.s<j>`, broadcast operands as
+    `p<j>` (a column vector as it is, a row vector through `row_view`, by default `p.unsqueeze(-1)`:
+    one value per row of a 2-D `x`)."""
+    expr, s, p = x, 0, 0
+    for use in chain:
+        op = use.spec
+        if op.kind == SCALAR:
+            expr = op.torch.format(x=expr, a=f"self.s{s}")
+            s += 1
+        elif op.kind == BROADCAST:
+            operand = row_view(f"p{p}") if use.axis == "row" else f"p{p}"
+            expr = op.torch.format(x=expr, b=operand)
+            p += 1
+        else:
+            expr = op.torch.format(x=expr)
+    return expr
+
+
+def cuda_chain(chain: list[OpUse], x: str, load: Callable[[int, str], str], scalar: Callable[[int], str]) -> str:
+    """The chain as a CUDA float expression of the float variable `x`: `scalar(j)` names scalar j,
+    `load(j, axis)` gives broadcast operand j's element as a float ("row": the element of this
+    row, "col": of this column). Use the result once (it repeats `x` textually); a template that
+    wants statements uses `cuda_statements`."""
+    expr, s, p = x, 0, 0
+    for use in chain:
+        op = use.spec
+        if op.kind == SCALAR:
+            expr = op.cuda.format(x=expr, a=scalar(s))
+            s += 1
+        elif op.kind == BROADCAST:
+            expr = op.cuda.format(x=expr, b=load(p, use.axis))
+            p += 1
+        else:
+            expr = op.cuda.format(x=expr)
+    return expr
+
+
+def cuda_statements(chain: list[OpUse], var: str, load: Callable[[int, str], str],
+                    scalar: Callable[[int], str]) -> list[str]:
+    """The chain as CUDA statements updating the float variable `var` in place, one per op
+    (`v = tanhf(v);`): readable, and the expression never grows."""
+    out, s, p = [], 0, 0
+    for use in chain:
+        op = use.spec
+        if op.kind == SCALAR:
+            rhs = op.cuda.format(x=var, a=scalar(s))
+            s += 1
+        elif op.kind == BROADCAST:
+            rhs = op.cuda.format(x=var, b=load(p, use.axis))
+            p += 1
+        else:
+            rhs = op.cuda.format(x=var)
+        out.append(f"{var} = {rhs};  // {use.op}")
+    return out

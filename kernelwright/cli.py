@@ -1,6 +1,6 @@
 """`kernelwright`: one command over every stage.
 
-    kernelwright pipeline | curate | train | evaluate | verify | serve | retrain | promote | schedule |
+    kernelwright pipeline | synthesize | curate | train | evaluate | verify | serve | retrain | promote | schedule |
                  mlflow-server [--help]
 
 Exit status: 0 success, 1 failure, 2 bad input, 3 no CUDA
@@ -77,6 +77,24 @@ def _curate(argv: Sequence[str]) -> int:
     check_curate_config(cfg)  # bad arguments are refused before the MLflow store is touched
     out = _in_stage_run("curate", cfg, lambda: run_curate(cfg))
     console.print(f"[green]curated[/] -> {out}")
+    return 0
+
+
+def _synthesize(argv: Sequence[str]) -> int:
+    from kernelwright.synthesis.config import SynthesizeConfig
+    from kernelwright.synthesis.stage import check_synthesize_config, run_synthesize
+
+    cfg = parse_config(SynthesizeConfig, argv, "kernelwright synthesize",
+                       "Procedural tasks with generator-written solutions, verified on a GPU, for curation.")
+    check_synthesize_config(cfg)  # bad arguments are refused before the MLflow store is touched
+    r = _in_stage_run("synthesize", cfg, lambda: run_synthesize(cfg, progress=lambda m: console.print(escape(m))))
+    how = "verified on this GPU (trusted batches)" if r.verified else "[yellow]unverified[/] (no GPU check)"
+    rate = f", {r.verified_per_hour:,.0f} verified/hour" if r.verified_per_hour else ""
+    console.print(f"[green]synthesized[/] -> {r.out}: {r.train_kept} training pairs, {r.heldout_kept} held-out "
+                  f"problems, {how}; {r.tasks} tasks in {r.wall_s:.0f} s{rate}")
+    console.print(f"reasons: {', '.join(f'{k} {v}' for k, v in sorted(r.reasons.items()))}")
+    if r.infill:
+        console.print(f"infill tasks: {r.infill.get('train', 0)} train, {r.infill.get('heldout', 0)} held out")
     return 0
 
 
@@ -190,6 +208,7 @@ def _schedule(argv: Sequence[str]) -> int:
 
 COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "pipeline": (_pipeline, "curate -> train -> evaluate on the embedded defaults, tracked in MLflow"),
+    "synthesize": (_synthesize, "procedural tasks with verified CUDA solutions (and held-out, infill suites)"),
     "curate": (_curate, "ingest, filter and CuSeT-score a corpus into Parquet"),
     "train": (_train, "CuSeT-weighted SFT (TRL), logged and registered in MLflow"),
     "evaluate": (_evaluate, "generate for held-out problems and check the kernels"),

@@ -57,6 +57,9 @@ class CurateConfig:
     torch_compute_filter: bool = field(default=True, metadata={
         "help": "Remove samples whose C++/CUDA host code calls PyTorch compute (at::matmul, x.sum(), ...); "
                 "false: keep them."})
+    allow_unverified: bool = field(default=False, metadata={
+        "help": "Keep pairs whose meta says they were never verified on a GPU (`synthesize` without one writes "
+                "`verified: false`); off: such an input is refused."})
     workers: int = field(default=0, metadata={"help": "Processes for NVRTC compiles. 0: one per CPU core."})
     split: str = field(
         default="train",

@@ -19,6 +19,7 @@ and logs to MLflow.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -61,6 +62,30 @@ def check_curate_config(cfg: CurateConfig) -> None:
     check_base_model(cfg.base_model)
 
 
+def unverified_ids(corpus: pl.DataFrame) -> list[str]:
+    """Ids of rows whose meta says `verified: false` (pairs written without a GPU check)."""
+    out = []
+    for row_id, meta in zip(corpus["id"].to_list(), corpus["meta"].to_list(), strict=True):
+        try:
+            data = json.loads(meta) if meta else {}
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict) and data.get("verified") is False:
+            out.append(str(row_id))
+    return out
+
+
+def check_verified(corpus: pl.DataFrame, allow: bool) -> None:
+    """Refuse unverified pairs unless `allow` (then keep them, with a warning)."""
+    ids = unverified_ids(corpus)
+    if not ids:
+        return
+    what = f"{len(ids)} pair(s) were never verified on a GPU (e.g. {', '.join(ids[:3])})"
+    if not allow:
+        raise UsageError(f"{what}: verify them (`kernelwright synthesize` on a GPU host) or pass --allow-unverified")
+    log.warning("%s: kept (--allow-unverified)", what)
+
+
 def run_curate(cfg: CurateConfig) -> Path:
     """Ingest (or take the seed corpus), filter, score and weight; write `out/` and log the run to
     MLflow (inside the active run, if any). When no sample is left, report.json is still written."""
@@ -69,6 +94,7 @@ def run_curate(cfg: CurateConfig) -> Path:
     inputs: list[tuple[Path, pl.DataFrame]] = []
     if cfg.input:
         corpus, inputs = ingest(cfg.input, parse_map(cfg.map))
+        check_verified(corpus, cfg.allow_unverified)
         write_frame(out / "ingested.parquet", corpus)
     else:
         corpus = seed_corpus(cfg.split)

@@ -52,7 +52,8 @@ class Names:
     """Names for one solution, drawn once from the task's RNG."""
 
     def __init__(self, rng: random.Random, stem: str) -> None:
-        self.kernel = f"{stem}_{rng.choice(_KERNEL_STEMS)}" if rng.random() < 0.7 else f"{rng.choice(_KERNEL_STEMS)}_{stem}"
+        word = rng.choice(_KERNEL_STEMS)
+        self.kernel = f"{stem}_{word}" if rng.random() < 0.7 else f"{word}_{stem}"
         self.kernel = self.kernel + ("_kernel" if "kernel" not in self.kernel and rng.random() < 0.6 else "")
         self.index, self.stride = rng.choice(_INDEX_NAMES)
         self.value = rng.choice(_VALUE_NAMES)

@@ -3,8 +3,8 @@
 Layers, bottom up:
 - base: errors, atomic, config, workdir, tracking, prompting, code_norm;
 - shared: cuda (CUDA source tools), models, base_model (the pretrained base), seed, verifier, generation,
-  decontaminate;
-- stages: curation, training, evaluation, serving;
+  decontaminate, infill_format;
+- stages: synthesis, curation, training, evaluation, serving;
 - orchestration: pipeline, cli (and later serve, retrain), which alone compose stages.
 
 Every import is checked, the ones inside functions included, and `importlib.import_module` /
@@ -21,8 +21,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kernelwright"
 BASE = {"__init__", "errors", "atomic", "config", "workdir", "store", "tracking", "prompting", "code_norm"}
-SHARED = {"cuda", "models", "seed", "verifier", "generation", "decontaminate", "base_model"}
-STAGES = {"curation", "training", "evaluation", "serving"}
+SHARED = {"cuda", "models", "seed", "verifier", "generation", "decontaminate", "base_model", "infill_format"}
+STAGES = {"curation", "training", "evaluation", "serving", "synthesis"}
 ORCHESTRATION = {"pipeline", "cli", "serve", "retrain", "mlflow_server", "job_config"}
 RANK = {**dict.fromkeys(BASE, 0), **dict.fromkeys(SHARED, 1), **dict.fromkeys(STAGES, 2),
         **dict.fromkeys(ORCHESTRATION, 3)}

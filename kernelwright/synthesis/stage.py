@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -35,24 +35,11 @@ from kernelwright.synthesis.generator import GENERATOR_VERSION, check_families, 
 from kernelwright.synthesis.split import decontaminate, split_tasks
 from kernelwright.synthesis.task import SynthTask
 from kernelwright.synthesis.trusted_batch import PairCheck, check_chunk
+from kernelwright.synthesis.writing import SynthesizeResult, write_all
 from kernelwright.workdir import resolve_workdir
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
-
-
-@dataclass
-class SynthesizeResult:
-    out: Path
-    tasks: int
-    train_kept: int
-    heldout_kept: int
-    verified: bool  # the pairs were verified on a GPU
-    reasons: dict[str, int] = field(default_factory=dict)  # status of every checked task
-    wall_s: float = 0.0
-    verify_s: float = 0.0
-    verified_per_hour: float | None = None
-    infill: dict[str, int] = field(default_factory=dict)  # infill tasks per split
 
 
 def check_synthesize_config(cfg: SynthesizeConfig) -> None:
@@ -125,8 +112,6 @@ def verify_on_gpu(tasks: Sequence[SynthTask], cfg: SynthesizeConfig, checks_file
 
 
 def run_synthesize(cfg: SynthesizeConfig, progress: Progress = log.info) -> SynthesizeResult:
-    from kernelwright.synthesis.writing import write_all
-
     start = time.perf_counter()
     out = output_folder(cfg)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ import logging
 import shutil
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,24 @@ from kernelwright import atomic
 from kernelwright.synthesis.config import SynthesizeConfig
 from kernelwright.synthesis.outputs import pair_meta, write_heldout, write_manifest, write_pair
 from kernelwright.synthesis.split import Decontamination
-from kernelwright.synthesis.stage import SynthesizeResult
 from kernelwright.synthesis.task import SynthTask
 from kernelwright.synthesis.trusted_batch import PairCheck
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class SynthesizeResult:
+    out: Path
+    tasks: int
+    train_kept: int
+    heldout_kept: int
+    verified: bool  # the pairs were verified on a GPU
+    reasons: dict[str, int] = field(default_factory=dict)  # status of every checked task
+    wall_s: float = 0.0
+    verify_s: float = 0.0
+    verified_per_hour: float | None = None
+    infill: dict[str, int] = field(default_factory=dict)  # infill tasks per split
 
 
 def kept(task: SynthTask, check: PairCheck | None, gpu: bool, min_speedup: float) -> str:

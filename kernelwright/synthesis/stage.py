@@ -49,6 +49,14 @@ def check_synthesize_config(cfg: SynthesizeConfig) -> None:
             raise UsageError(f"--decontaminate-against: folder not found: {folder}")
     if cfg.verify == "gpu" and not _cuda():
         raise NoCudaDevice("--verify gpu: no CUDA device on this machine (--verify none writes unverified pairs)")
+    if cfg.teacher:
+        from kernelwright.synthesis.teacher import TeacherSettings
+
+        teacher_settings(cfg, TeacherSettings)  # bad teacher settings are refused here
+        if cfg.teacher_problems not in (None, "synth", "builtin") and not Path(cfg.teacher_problems).is_dir():
+            raise UsageError(f"--teacher-problems: folder not found: {cfg.teacher_problems}")
+        if not _cuda():
+            raise NoCudaDevice("--teacher: the teacher's candidates are judged on a GPU, and this machine has none")
 
 
 def _cuda() -> bool:
@@ -133,12 +141,56 @@ def run_synthesize(cfg: SynthesizeConfig, progress: Progress = log.info) -> Synt
         progress("no GPU verification: the pairs are written unverified (curation refuses them unless "
                  "--allow-unverified)")
     provenance = {"generator_version": GENERATOR_VERSION, "generator_seed": cfg.seed}
-    result = write_all(out, cfg, decon, heldout, checks, gpu, provenance)
+    extra = teacher_writer(cfg, decon.kept, progress) if cfg.teacher else None
+    result = write_all(out, cfg, decon, heldout, checks, gpu, provenance, extra)
     result.wall_s = time.perf_counter() - start
     result.verify_s = verify_s
     if gpu and verify_s > 0:
         result.verified_per_hour = sum(c.correct for c in checks.values()) * 3600.0 / verify_s
     return result
+
+
+def teacher_settings(cfg: SynthesizeConfig, cls: Any) -> Any:
+    return cls(url=cfg.teacher, model=cfg.teacher_model, k=cfg.teacher_k, temperature=cfg.teacher_temperature,
+               max_tokens=cfg.teacher_max_tokens)
+
+
+def teacher_problems(cfg: SynthesizeConfig, train: Sequence[SynthTask], scratch: Path) -> list[Any]:
+    """The problems the teacher writes for: a folder, the builtin suite, or this run's training tasks."""
+    from importlib import resources
+
+    from kernelwright.synthesis.outputs import write_heldout
+    from kernelwright.verifier.problems import load_problems
+
+    if cfg.teacher_problems in (None, "synth"):
+        write_heldout(scratch, train)
+        return load_problems(scratch)
+    if cfg.teacher_problems == "builtin":
+        return load_problems(Path(str(resources.files("kernelwright") / "evaluation" / "suite")))
+    return load_problems(Path(cfg.teacher_problems))
+
+
+def teacher_writer(cfg: SynthesizeConfig, train: Sequence[SynthTask], progress: Progress) -> Callable[[Path], None]:
+    """Ask the teacher, judge its candidates with the full judge, and return what writes the pairs."""
+    import tempfile
+
+    from kernelwright.synthesis import teacher as t
+
+    scratch = Path(tempfile.mkdtemp(prefix="kw_teacher_"))
+    problems = teacher_problems(cfg, train, scratch / "problems")
+    progress(f"teacher {cfg.teacher}: {cfg.teacher_k} candidates for each of {len(problems)} problems")
+    answers = t.ask_teacher(problems, teacher_settings(cfg, t.TeacherSettings))
+    jobs = cfg.jobs or min(os.cpu_count() or 1, 16)
+    pairs = t.teacher_pairs(problems, answers, lambda items: t.judge_candidates(items, jobs, 300.0),
+                            scratch / "candidates")
+    progress(f"teacher: {len(pairs)} of {len(problems)} problems have a correct candidate "
+             f"({len(answers.errors)} engine errors)")
+
+    def write(tmp: Path) -> None:
+        if pairs:
+            t.write_pairs(pairs, tmp / "teacher")
+
+    return write
 
 
 def evaluation_problems() -> dict[str, str]:

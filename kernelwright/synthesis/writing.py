@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import shutil
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,9 @@ def pairs_frame(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
 
 
 def write_all(out: Path, cfg: SynthesizeConfig, decon: Decontamination, heldout: Sequence[SynthTask],
-              checks: Mapping[str, PairCheck], gpu: bool, provenance: Mapping[str, Any]) -> SynthesizeResult:
+              checks: Mapping[str, PairCheck], gpu: bool, provenance: Mapping[str, Any],
+              extra: Callable[[Path], None] | None = None) -> SynthesizeResult:
+    """Keep, write (and `extra(tmp)` into the same new folder), and log the run."""
     rows: list[dict[str, Any]] = []
     keep: dict[str, list[SynthTask]] = {"train": [], "heldout": []}
     for split, tasks in (("train", decon.kept), ("heldout", heldout)):
@@ -88,6 +90,8 @@ def write_all(out: Path, cfg: SynthesizeConfig, decon: Decontamination, heldout:
         write_heldout(tmp / "heldout", keep["heldout"])
         if cfg.infill:
             infill_counts.update(write_infill_splits(tmp / "infill", keep))
+        if extra is not None:
+            extra(tmp)
         frame.write_parquet(tmp / "pairs.parquet")
         write_manifest(tmp, manifest(cfg, decon, keep, frame, gpu, provenance, infill_counts))
 

@@ -29,6 +29,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from kernelwright import atomic
 from kernelwright.errors import NoCudaDevice, UsageError
 from kernelwright.synthesis.config import SynthesizeConfig
 from kernelwright.synthesis.generator import GENERATOR_VERSION, check_families, generate_tasks
@@ -147,7 +148,18 @@ def run_synthesize(cfg: SynthesizeConfig, progress: Progress = log.info) -> Synt
     result.verify_s = verify_s
     if gpu and verify_s > 0:
         result.verified_per_hour = sum(c.correct for c in checks.values()) * 3600.0 / verify_s
+    atomic.write_json(out / "result.json", describe(result))
+    _log_times(result)
     return result
+
+
+def _log_times(result: SynthesizeResult) -> None:
+    import mlflow
+
+    if mlflow.active_run() is not None:
+        mlflow.log_metrics({"wall_s": result.wall_s, "verify_s": result.verify_s,
+                            **({"verified_per_hour": result.verified_per_hour} if result.verified_per_hour else {})})
+        mlflow.log_artifact(str(result.out / "result.json"))
 
 
 def teacher_settings(cfg: SynthesizeConfig, cls: Any) -> Any:

@@ -16,7 +16,6 @@ from typing import Any
 
 import polars as pl
 
-from kernelwright import atomic
 from kernelwright.synthesis.config import SynthesizeConfig
 from kernelwright.synthesis.outputs import pair_meta, write_heldout, write_manifest, write_pair
 from kernelwright.synthesis.split import Decontamination
@@ -174,5 +173,3 @@ def log_synthesize_run(out: Path, cfg: SynthesizeConfig, frame: pl.DataFrame, re
         png = out / "speedup_distribution.png"
         speedup_figure(speedups, png)
         mlflow.log_artifact(str(png))
-    atomic.write_json(out / "result.json", {"train_kept": result.train_kept, "heldout_kept": result.heldout_kept,
-                                            "reasons": result.reasons})

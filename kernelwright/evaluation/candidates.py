@@ -1,7 +1,9 @@
 """Which problems an evaluation runs on, and the candidate files it verifies for them.
 
 Problems come from a KernelBench-style folder (`--suite DIR`), kernelwright's own suite
-(`--suite builtin`), or, by default, the held-out tasks of the seed corpus. Candidates are files:
+(`--suite builtin`), the synthesized data of the work folder (`--suite synth:heldout`,
+`--suite infill:heldout`: infill_suite.py), or, by default, the held-out tasks of the seed corpus.
+Candidates are files:
 `DIR/<problem_id>/sample_<k>.py` (or `DIR/<problem_id>.py` for one sample); generated completions
 are written in that layout first, so any evaluation can be rerun from its `generations/` folder.
 """
@@ -17,9 +19,10 @@ from pathlib import Path
 
 from kernelwright import atomic
 from kernelwright.errors import UsageError
-from kernelwright.prompting import extract_code
+from kernelwright.evaluation.infill_suite import candidate_text, synth_problems, synth_suite
 from kernelwright.seed import load_seed_tasks, split_tasks
 from kernelwright.verifier.problems import Problem, load_problem, load_problems
+from kernelwright.workdir import resolve_workdir
 
 BUILTIN = "builtin"
 
@@ -39,8 +42,11 @@ class Candidate:
     path: Path | None  # None: no file for this sample (counted as a failure, reason no_candidate)
 
 
-def select_problems(suite: str | None, split: str) -> list[Problem]:
-    """The problems of `suite` (a folder or `builtin`); None: the seed corpus's `split` tasks."""
+def select_problems(suite: str | None, split: str, workdir: Path | None = None) -> list[Problem]:
+    """The problems of `suite` (a folder, `builtin`, or synth:/infill:<split> of `workdir`, None: the
+    default work folder); `suite` None: the seed corpus's `split` tasks."""
+    if suite and synth_suite(suite):
+        return synth_problems(suite, resolve_workdir(workdir))
     if suite == BUILTIN:
         return load_problems(suite_root())
     if suite:
@@ -73,11 +79,12 @@ def candidates_from(folder: Path, problems: list[Problem], samples: int) -> list
 
 
 def write_generations(folder: Path, problems: list[Problem], completions: list[list[str]]) -> None:
-    """Each completion's code (the fenced block, else the raw text) as `<problem_id>/sample_<k>.py`,
-    and the raw completions beside them in `completions.json`."""
+    """Each completion's candidate file (its code: the fenced block, else the raw text; an infill task's
+    partial with it spliced in) as `<problem_id>/sample_<k>.py`, and the raw completions beside them in
+    `completions.json`."""
     raw: dict[str, list[str]] = {}
     for problem, texts in zip(problems, completions, strict=True):
         raw[problem.id] = texts
         for k, text in enumerate(texts):
-            atomic.write_text(folder / problem.id / f"sample_{k}.py", extract_code(text) or text)
+            atomic.write_text(folder / problem.id / f"sample_{k}.py", candidate_text(problem, text))
     atomic.write_text(folder / "completions.json", json.dumps(raw, indent=1))

@@ -17,7 +17,9 @@ class EvaluateConfig:
         "help": "Local HF checkpoint or registry URI (models:/NAME@ALIAS, models:/NAME/VERSION). "
                 "None: <workdir>/train/final. With --generations it only names the model for the gate."})
     suite: str | None = field(default=None, metadata={
-        "help": f"KernelBench-style problem folder, or '{BUILTIN}' for kernelwright's suite. "
+        "help": f"KernelBench-style problem folder, '{BUILTIN}' for kernelwright's suite, 'synth:heldout' for "
+                "the synthesized held-out problems (<workdir>/synthesize/heldout) or 'infill:heldout' for their "
+                "infill tasks (<workdir>/synthesize/infill/heldout, figures per region kind as infill.<kind>.*). "
                 "None: the seed corpus tasks of --split."})
     generations: str | None = field(default=None, metadata={
         "help": "Folder of candidate files (<problem_id>/sample_<k>.py or <problem_id>.py) to verify "

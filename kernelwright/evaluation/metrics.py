@@ -23,6 +23,10 @@ at their `kb_speedup`; it includes candidates the strict rule rejects as `approx
 Flat metric keys (MLflow, results.json): overall figures by name (`fast_p.0.5`), per-category ones
 as `category/<category>/<figure>`; `metric_key` and `parse_metric_key` round-trip any category
 name without a `/` and any figure name, dots included.
+
+Infill tasks (category `infill:<kind>`, evaluation/infill_suite.py) add figures per region kind:
+`infill.<kind>.n` (samples), `infill.<kind>.compile_rate` on any machine and, on a GPU run,
+`infill.<kind>.correct_rate` (the strict view's correctness, fast_0 of that kind).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kernelwright.infill_format import category_kind
 from kernelwright.verifier.verdict import Verdict
 
 FAST_P_GRID = (0.0, 0.5, 0.8, 1.0, 1.2, 1.5, 2.0, 3.0, 5.0)
@@ -138,19 +143,20 @@ class GroupFigures:
 class SuiteFigures:
     overall: GroupFigures
     categories: dict[str, GroupFigures]
+    infill: GroupFigures = field(default_factory=GroupFigures)  # infill.<kind>.* figures, flat keys
 
     def flat(self) -> dict[str, float]:
         """Every figure that applies, under its flat key."""
         out = dict(self.overall.values)
         for cat, g in self.categories.items():
             out |= {metric_key(k, cat): v for k, v in g.values.items()}
-        return out
+        return out | self.infill.values
 
     def flat_not_applicable(self) -> dict[str, str]:
         out = dict(self.overall.not_applicable)
         for cat, g in self.categories.items():
             out |= {metric_key(k, cat): v for k, v in g.not_applicable.items()}
-        return out
+        return out | self.infill.not_applicable
 
 
 def metric_key(figure: str, category: str | None = None) -> str:
@@ -209,11 +215,31 @@ def group_figures(rows: Sequence[HasVerdict], gpu: bool, no_gpu_reason: str,
     return g
 
 
+def infill_figures(rows: Sequence[HasVerdict], gpu: bool, no_gpu_reason: str) -> GroupFigures:
+    """`infill.<kind>.n`, `.compile_rate` and (GPU runs) `.correct_rate` of each region kind of the
+    infill rows (category `infill:<kind>`); empty without infill rows."""
+    kinds: dict[str, list[HasVerdict]] = defaultdict(list)
+    for r in rows:
+        kind = category_kind(r.category)
+        if kind is not None:
+            kinds[kind].append(r)
+    g = GroupFigures()
+    for kind, rs in sorted(kinds.items()):
+        key = f"infill.{kind}."
+        g.values |= {key + "n": float(len(rs)), key + "compile_rate": sum(r.compiled for r in rs) / len(rs)}
+        if gpu:
+            g.values[key + "correct_rate"] = sum(r.verdict.correct for r in rs) / len(rs)
+        else:
+            g.not_applicable[key + "correct_rate"] = no_gpu_reason
+    return g
+
+
 def suite_figures(rows: Sequence[HasVerdict], gpu: bool, no_gpu_reason: str = "no CUDA device",
                   own_share: float = OWN_SHARE) -> SuiteFigures:
-    """Overall figures, plus one group per category (sorted by name)."""
+    """Overall figures, plus one group per category (sorted by name) and the infill figures per region kind."""
     groups: dict[str, list[HasVerdict]] = defaultdict(list)
     for r in rows:
         groups[r.category].append(r)
     return SuiteFigures(group_figures(rows, gpu, no_gpu_reason, own_share),
-                        {cat: group_figures(rs, gpu, no_gpu_reason, own_share) for cat, rs in sorted(groups.items())})
+                        {cat: group_figures(rs, gpu, no_gpu_reason, own_share) for cat, rs in sorted(groups.items())},
+                        infill_figures(rows, gpu, no_gpu_reason))

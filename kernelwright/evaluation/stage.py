@@ -3,6 +3,7 @@
     kernelwright evaluate                                   # <workdir>/train/final on the held-out seed tasks
     kernelwright evaluate --suite builtin --model models:/kernelwright-coder@candidate --samples 4
     kernelwright evaluate --suite DIR --generations GEN_DIR # verify files someone else generated
+    kernelwright evaluate --suite infill:heldout            # the synthesized infill tasks (infill_suite.py)
     kernelwright evaluate --ray auto --ray-gpu-fraction 0.25 # verification spread over a Ray cluster
     kernelwright evaluate --model M --generate-only --out E  # candidates only; check later with
     kernelwright evaluate --model M --generations E/generations --out E   # ... the same sampling scope
@@ -46,6 +47,7 @@ from kernelwright.evaluation.candidates import candidates_from, select_problems,
 from kernelwright.evaluation.checking import Row, Verifier, check_candidates
 from kernelwright.evaluation.config import EvaluateConfig
 from kernelwright.evaluation.gate import GateDecision, gate_evaluation
+from kernelwright.evaluation.infill_suite import problem_files, problem_prompt
 from kernelwright.evaluation.metrics import SuiteFigures, suite_figures
 from kernelwright.evaluation.registry import EXTERNAL_SAMPLING, sampling_scope
 from kernelwright.evaluation.report import (
@@ -60,7 +62,6 @@ from kernelwright.evaluation.report import (
 )
 from kernelwright.generation import HFBackend
 from kernelwright.models import ModelRef, load_model, resolve_ref
-from kernelwright.prompting import prompt_messages
 from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.problems import Problem
 from kernelwright.verifier.ray_fanout import (
@@ -110,7 +111,7 @@ def plan_evaluation(cfg: EvaluateConfig) -> EvaluationPlan:
     store; it returns the plan it checked, which `run_evaluate` then follows."""
     workdir = resolve_workdir(cfg.workdir)
     out = Path(cfg.out) if cfg.out else workdir / "evaluate"
-    problems = select_problems(cfg.suite, cfg.split)
+    problems = select_problems(cfg.suite, cfg.split, workdir)
     if cfg.ray:
         import_ray()
     model = cfg.model or (None if cfg.generations else str(workdir / "train" / "final"))
@@ -128,7 +129,8 @@ def suite_id(problems: Sequence[Problem], samples: int) -> str:
     h = hashlib.sha256(f"samples={samples}".encode())
     for p in sorted(problems, key=lambda p: p.id):
         h.update(p.id.encode())
-        h.update(p.path.read_bytes())
+        for path in problem_files(p):
+            h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -151,7 +153,7 @@ def generate_into(folder: Path, problems: list[Problem], ref: ModelRef, cfg: Eva
     model, tokenizer = load_model(ref)
     with Progress() as progress:
         backend = HFBackend(model, tokenizer, cfg.max_new_tokens, cfg.temperature, cfg.batch_size, cfg.seed, progress)
-        prompts = [prompt_messages(p.path.read_text(encoding="utf-8")) for p in problems]
+        prompts = [problem_prompt(p) for p in problems]
         completions = backend.generate(prompts, cfg.samples)
     write_generations(folder, problems, completions)
     record = GenerationRecord(ref.uri, cfg.samples, cfg.temperature, cfg.max_new_tokens, cfg.seed, len(problems),

@@ -1,15 +1,18 @@
 """Pretraining text: code that ships with the installed packages, decontaminated.
 
     .venv/bin/kernelwright base-model pretrain --size tiny      # pretrains on it
-    .venv/bin/python -m kernelwright.base_model.corpus           # what it would read: sources, sizes, digest
+    .venv/bin/python -m kernelwright.base_model.corpus           # what it would read: sources, sizes, licences, digest
+    .venv/bin/python -m kernelwright.base_model.corpus 0 --manifest m.json   # and every document with its licence
 
-Sources, those that are installed, chosen to look like what CuSeT scores (torch extensions: CUDA
-kernels, C++ host code that checks tensors, a Python module around them): `torch-cuda`, the files
-of torch's C++/CUDA headers (`torch/include`) with device code (`__global__`/`__device__`);
+Sources, those that are installed (`corpus_sources`), chosen to look like what CuSeT scores (torch
+extensions: CUDA kernels, C++ host code that checks tensors, a Python module around them): `torch-cuda`,
+the files of torch's C++/CUDA headers (`torch/include`) with device code (`__global__`/`__device__`);
 `torch-cpp`, the other ones that check tensors (`TORCH_CHECK`); `cuda-runtime`, the headers of the
-`nvidia-cuda-runtime` wheel with device code; CuPy's kernels and headers; and `torch-nn`, the
-Python of `torch.nn` (modules with `__init__` and `forward`). The generated operator declarations
-(`ATen/ops`, three quarters of torch's headers) are left out. `--source DIR` replaces them all.
+`nvidia-cuda-runtime` wheel with device code; CuPy's kernels and headers; `torch-nn`, the Python of
+`torch.nn` (modules with `__init__` and `forward`); and with the `corpus` extra CUTLASS, CCCL (CUB,
+Thrust, libcu++) and FlashInfer's hand-written kernels. Generated code (`ATen/ops`, three quarters of
+torch's headers; files that say they are generated) is left out. `--source DIR` replaces them all.
+Every document records its licence (SPDX id), listed by `Corpus.manifest`.
 Never the seed corpus (its completions are the SFT data) nor the evaluation suite: they, and any
 `--decontaminate-against` folder, make the exclusion index of `kernelwright.decontaminate`, and a
 document that shares more than `min_share` of any of their n-grams (0: any one n-gram) is left out.
@@ -23,88 +26,33 @@ computed without decontaminating again.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
-import importlib.util
-import os
+import json
 import random
-import re
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
+from kernelwright.base_model.corpus_sources import (
+    C_SUFFIXES,
+    DEVICE_CODE,
+    PY_SUFFIXES,
+    UNKNOWN_LICENCE,
+    Source,
+    folder_sources,
+    installed_sources,
+)
 from kernelwright.code_norm import c_code_tokens, code_tokens, shingles
 from kernelwright.decontaminate import EvalIndex, build_index, gram_matches
 from kernelwright.errors import UsageError
 
-C_SUFFIXES = frozenset({".h", ".hpp", ".cuh", ".cu", ".inl", ".cpp", ".cc"})
-PY_SUFFIXES = frozenset({".py"})
-SKIP = frozenset({"__pycache__"})
-TORCH_SKIP = frozenset({"__pycache__", "ops"})  # ATen/ops: generated operator declarations
-DEVICE_CODE = r"__global__|__device__"
-
-
-@dataclass(frozen=True)
-class Source:
-    name: str
-    root: Path
-    suffixes: frozenset[str]
-    skip_dirs: frozenset[str] = SKIP
-    contains: str = ""  # a regular expression a file's text must match ("": any file)
-
-    def files(self) -> list[Path]:
-        """Every file of the source with one of its suffixes, outside skipped folders, in path order
-        (with `contains`, only those whose text matches it)."""
-        out = []
-        for top, dirs, names in os.walk(self.root):
-            dirs[:] = [d for d in dirs if d not in self.skip_dirs]
-            out += [Path(top, n) for n in names if os.path.splitext(n)[1] in self.suffixes]
-        return sorted(p for p in out if self._matches(p))
-
-    def _matches(self, path: Path) -> bool:
-        if not self.contains:
-            return True
-        try:
-            return re.search(self.contains, path.read_text(encoding="utf-8", errors="replace")) is not None
-        except OSError:
-            return False
-
-
-def _package_dir(name: str) -> Path | None:
-    spec = importlib.util.find_spec(name)
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    return Path(locations[0]) if locations else None
-
-
-def installed_sources() -> list[Source]:
-    """The code of the installed packages worth learning from, those present."""
-    found: list[Source] = []
-    torch_dir = _package_dir("torch")
-    if torch_dir and (torch_dir / "include").is_dir():
-        found.append(Source("torch-cuda", torch_dir / "include", C_SUFFIXES, TORCH_SKIP, DEVICE_CODE))
-        found.append(Source("torch-cpp", torch_dir / "include", C_SUFFIXES, TORCH_SKIP, r"TORCH_CHECK"))
-    nvidia = _package_dir("nvidia")
-    headers = sorted(nvidia.glob("*/include/cuda_runtime.h")) if nvidia else []
-    if headers:
-        found.append(Source("cuda-runtime", headers[0].parent, C_SUFFIXES, contains=DEVICE_CODE))
-    cupy = _package_dir("cupy")
-    if cupy:
-        found.append(Source("cupy", cupy, C_SUFFIXES))
-    if torch_dir and (torch_dir / "nn").is_dir():
-        found.append(Source("torch-nn", torch_dir / "nn", PY_SUFFIXES))
-    return found
-
-
-def folder_sources(folders: Sequence[str | Path]) -> list[Source]:
-    """User folders as sources: their C/C++/CUDA and Python files."""
-    out = []
-    for folder in folders:
-        path = Path(folder)
-        if not path.is_dir():
-            raise UsageError(f"--source: folder not found: {path}")
-        out.append(Source(path.name, path, C_SUFFIXES | PY_SUFFIXES))
-    return out
-
+__all__ = ["C_SUFFIXES", "DEVICE_CODE", "PY_SUFFIXES", "Corpus", "Document", "Selection", "Source", "build_corpus",
+           "candidates", "decontaminate", "digest_of", "exclusion_folders", "folder_sources", "installed_sources",
+           "plan_corpus"]
 
 def exclusion_folders(extra: Sequence[str | Path] = ()) -> list[Path]:
     """The seed corpus, the evaluation suite and any extra evaluation folders."""
@@ -117,6 +65,7 @@ class Document:
     source: str
     path: str  # relative to the source's root
     text: str
+    licence: str = UNKNOWN_LICENCE  # SPDX id (see `Source.licence_of`)
 
     @property
     def key(self) -> str:
@@ -153,9 +102,10 @@ def _documents(source: Source, sel: Selection, seen: set[Path]) -> Iterator[Docu
     random.Random(f"{sel.seed}:{source.name}").shuffle(files)
     for path in files:
         text = None if path in seen else _read(path, sel.max_doc_chars)
-        if text is not None:
+        if text is not None and source.keeps(text):
             seen.add(path)
-            yield Document(source.name, path.relative_to(source.root).as_posix(), text)
+            rel = path.relative_to(source.root).as_posix()
+            yield Document(source.name, rel, text, source.licence_of(rel, text))
 
 
 def candidates(sources: Sequence[Source], sel: Selection) -> list[Document]:
@@ -206,6 +156,19 @@ class Corpus:
             out[d.source] = out.get(d.source, 0) + len(d.text)
         return out
 
+    def manifest(self) -> dict[str, Any]:
+        """What the text is made of: per source its documents, characters and licences (documents per SPDX
+        id), and every document with its licence; the documents left out as contaminated."""
+        sources: dict[str, dict[str, Any]] = {}
+        for d in self.documents:
+            s = sources.setdefault(d.source, {"documents": 0, "chars": 0, "licences": {}})
+            s["documents"] += 1
+            s["chars"] += len(d.text)
+            s["licences"][d.licence] = s["licences"].get(d.licence, 0) + 1
+        return {"digest": self.digest, "documents": len(self.documents), "chars": self.chars, "sources": sources,
+                "files": [{"key": d.key, "licence": d.licence, "chars": len(d.text)} for d in self.documents],
+                "excluded": self.excluded}
+
 
 def plan_corpus(sel: Selection, sources: Sequence[Source] | None = None,
                 exclude: Sequence[Path] | None = None) -> Corpus:
@@ -240,10 +203,23 @@ def build_corpus(sel: Selection, sources: Sequence[Source] | None = None,
     return decontaminate(plan_corpus(sel, sources, exclude), build_index(exclude, sel.ngram), sel.min_share)
 
 
-if __name__ == "__main__":
-    import json
-    import sys
+def main(argv: Sequence[str] | None = None) -> None:
+    """Print the installed sources (root, licence, files, characters) and the plan's digest as JSON."""
+    parser = argparse.ArgumentParser(prog="python -m kernelwright.base_model.corpus",
+                                     description="The pretraining text the installed packages give.")
+    parser.add_argument("max_chars", nargs="?", type=int, default=0, help="Characters to take; 0: all.")
+    parser.add_argument("--manifest", type=Path, help="Also write the full manifest (every document, its licence).")
+    args = parser.parse_args(argv)
+    sources = installed_sources()
+    plan = plan_corpus(Selection(max_chars=args.max_chars), sources)
+    found = plan.manifest()["sources"]
+    summary = {s.name: {"root": str(s.root), "licence": s.licence, **found.get(s.name, {})} for s in sources}
+    json.dump({"digest": plan.digest, "documents": len(plan.documents), "chars": plan.chars, "sources": summary},
+              sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    if args.manifest:
+        args.manifest.write_text(json.dumps(plan.manifest(), indent=1), encoding="utf-8")
 
-    plan = plan_corpus(Selection(max_chars=int(sys.argv[1]) if len(sys.argv) > 1 else 0))
-    json.dump({"digest": plan.digest, "documents": len(plan.documents), "chars": plan.chars,
-               "by_source": plan.by_source()}, sys.stdout, indent=2)
+
+if __name__ == "__main__":
+    main()

@@ -9,14 +9,14 @@
 #    checks are appended as chunks finish, so a time-boxed call that is cut short resumes;
 # 3. OUT (default WORKDIR/out) gets the run's manifest, summary, speedup plot, the pairs table and
 #    the gzipped MLflow store: the files worth bringing back.
-# Env: TASKS, JOBS (worker processes, default one per core up to 16), PYTHON.
+# Env: TASKS, JOBS (worker processes, default one per core up to 16), GPU_TESTS (0: skip step 1), PYTHON.
 set -euo pipefail
 W=${1:-./.kernelwright-synth}
 OUT=${2:-$W/out}
 PYTHON=${PYTHON:-python3}
 TASKS=${TASKS:-6000}
 mkdir -p "$W" "$OUT"
-if [ ! -f "$W/.gpu-tests-passed" ]; then
+if [ "${GPU_TESTS:-1}" = 1 ] && [ ! -f "$W/.gpu-tests-passed" ]; then
   "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/synthesis | tail -15
   touch "$W/.gpu-tests-passed"
 fi
@@ -31,6 +31,10 @@ syn = w / "synthesize"
 for name in ("manifest.json", "result.json", "speedup_distribution.png", "pairs.parquet"):
     if (syn / name).is_file():
         shutil.copy(syn / name, out / name)
+checks = w / "synthesize.checks.jsonl"
+if checks.is_file():
+    with open(checks, "rb") as src, gzip.open(out / "synthesize_checks.jsonl.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
 if (w / "mlflow.db").is_file():
     with open(w / "mlflow.db", "rb") as src, gzip.open(out / "synthesize_mlflow.db.gz", "wb") as dst:
         shutil.copyfileobj(src, dst)

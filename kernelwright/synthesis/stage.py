@@ -87,14 +87,21 @@ def _load_checks(path: Path) -> dict[str, PairCheck]:
     return out
 
 
-def _check_job(tasks: list[SynthTask], build_root: str, time_share: float, lock: str) -> list[PairCheck]:
-    return check_chunk(tasks, Path(build_root), time_share, lock)
+def _check_job(tasks: list[SynthTask], build_root: str, time_share: float, lock: str, pch: bool) -> list[PairCheck]:
+    return check_chunk(tasks, Path(build_root), time_share, lock, pch=pch)
+
+
+def chunk_size(cfg: SynthesizeConfig, n: int, jobs: int) -> int:
+    """`cfg.chunk`, or (0) about three chunks per worker, 16 to 128 solutions each: fewer builds
+    of the torch headers, yet every worker busy until the end."""
+    return cfg.chunk or max(16, min(128, -(-n // (3 * jobs))))
 
 
 def verify_on_gpu(tasks: Sequence[SynthTask], cfg: SynthesizeConfig, checks_file: Path,
                   progress: Progress) -> dict[str, PairCheck]:
     """Every task's check (by task id): those of earlier runs from `checks_file`, the rest in
     chunks over worker processes, appended to `checks_file` as each chunk finishes."""
+    from kernelwright.cuda.pch import build_header
     from kernelwright.verifier.verify import host_timing_lock
 
     done = _load_checks(checks_file)
@@ -102,14 +109,18 @@ def verify_on_gpu(tasks: Sequence[SynthTask], cfg: SynthesizeConfig, checks_file
     todo = [t for t in tasks if t.id not in by_id]
     if by_id:
         progress(f"resuming: {len(by_id)} checks from an earlier run, {len(todo)} to go")
-    chunks = [todo[i:i + cfg.chunk] for i in range(0, len(todo), cfg.chunk)]
     jobs = cfg.jobs or min(os.cpu_count() or 1, 16)
+    size = chunk_size(cfg, len(todo), jobs)
+    chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
+    pch = bool(chunks) and build_header(600.0)
+    progress(f"{len(chunks)} chunks of up to {size} solutions over {jobs} workers; torch's precompiled header: "
+             f"{'yes' if pch else 'no'}")
     build_root = str(checks_file.parent / ".synthesize-builds")
     digests = {t.id: _digest(t) for t in todo}
     workers = max(1, min(jobs, len(chunks) or 1))
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool, \
             checks_file.open("a", encoding="utf-8") as fh:
-        futures = [pool.submit(_check_job, c, build_root, cfg.time_share, host_timing_lock()) for c in chunks]
+        futures = [pool.submit(_check_job, c, build_root, cfg.time_share, host_timing_lock(), pch) for c in chunks]
         for n, fut in enumerate(as_completed(futures), 1):
             for check in fut.result():
                 by_id[check.task_id] = check

@@ -20,11 +20,13 @@ A chunk whose build fails is split in halves until the failing solutions stand a
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import math
 import re
 import statistics
+import time
 import types
 import zlib
 from collections.abc import Sequence
@@ -38,7 +40,7 @@ log = logging.getLogger(__name__)
 
 VERIFIED_BY = "trusted_batch"
 _INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"].*$", re.M)
-_BINDING = re.compile(r"(?:^|[\s;}])PYBIND11_MODULE\s*\(")
+_EXTENSION_H = re.compile(r"^#\s*include\s*<torch/extension\.h>$")
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class PairCheck:
     custom_kernel_time_share: float | None = None
     roofline_share: float | None = None
     verified_by: str = VERIFIED_BY
+    build_s: float | None = None  # wall seconds of the build this solution was part of (shared by its chunk)
+    check_s: float | None = None  # wall seconds of this solution's checks on the GPU (timing included)
 
     @property
     def correct(self) -> bool:
@@ -105,15 +109,18 @@ def _joined(sources: Any) -> str:
     return sources if isinstance(sources, str) else "\n".join(sources or [])
 
 
-def batch_sources(captured: Sequence[Captured]) -> tuple[str, str]:
+def batch_sources(captured: Sequence[Captured], light: bool = False) -> tuple[str, str]:
     """(cpp source, cuda source) of one extension holding every solution, solution i's functions
-    bound as `b<i>_<name>`."""
+    bound as `b<i>_<name>`. `light`: the CUDA file includes `torch/types.h` (ATen) where the
+    solutions include `torch/extension.h` (all of libtorch and pybind11, which nvcc would parse
+    for nothing: the bindings live in the C++ file)."""
     includes: list[str] = []
     cuda_parts, decls, defs = [], [], []
     for i, c in enumerate(captured):
         for inc in _INCLUDE.findall(c.cuda):
-            if inc.strip() not in includes:
-                includes.append(inc.strip())
+            inc = _EXTENSION_H.sub("#include <torch/types.h>", inc.strip()) if light else inc.strip()
+            if inc not in includes:
+                includes.append(inc)
         body = _INCLUDE.sub("", c.cuda)
         cuda_parts.append(f"namespace kw_b{i} {{\n{body}\n}}  // namespace kw_b{i}\n")
         decls.append(f"namespace kw_b{i} {{\n{_INCLUDE.sub('', c.cpp)}\n}}\n")
@@ -123,43 +130,53 @@ def batch_sources(captured: Sequence[Captured]) -> tuple[str, str]:
     return cpp, "\n".join(includes) + "\n" + "".join(cuda_parts)
 
 
-def build_chunk(captured: Sequence[Captured], build_root: Path) -> Any:
-    """One extension of the chunk's solutions (raises on a failed build)."""
+def build_chunk(captured: Sequence[Captured], build_root: Path, light: bool = False, pch: bool = False) -> Any:
+    """One extension of the chunk's solutions (raises on a failed build). `pch`: the C++ file with
+    torch's precompiled extension.h (built once by the caller: cuda/pch.py)."""
     from torch.utils.cpp_extension import load_inline
 
-    cpp, cuda = batch_sources(captured)
+    cpp, cuda = batch_sources(captured, light)
     digest = hashlib.sha256((cpp + cuda).encode()).hexdigest()[:16]
     folder = build_root / digest
     folder.mkdir(parents=True, exist_ok=True)
     flags = sorted({f for c in captured for f in c.cuda_flags} | {"-O3"})
     return load_inline(name=f"kw_trusted_{digest}", cpp_sources=cpp, cuda_sources=cuda, functions=None,
-                       extra_cuda_cflags=flags, build_directory=str(folder), verbose=False)
+                       extra_cuda_cflags=flags, build_directory=str(folder), verbose=False, use_pch=pch)
 
 
-def built_pieces(tasks: Sequence[SynthTask], build_root: Path) -> list[tuple[list[int], Any | None, str]]:
-    """(task indices, extension or None, error) for the chunk: built together where they build,
-    halves where they do not, down to single solutions whose error is kept."""
+Piece = tuple[list[int], Any | None, str, float]  # task indices, extension or None, error, build seconds
+
+
+def built_pieces(tasks: Sequence[SynthTask], build_root: Path, pch: bool = False) -> list[Piece]:
+    """Pieces of the chunk: all of it in one light build (`batch_sources`) where that builds, else
+    as written, else halves, down to single solutions whose error is kept."""
     caps: list[Captured | None] = []
-    out: list[tuple[list[int], Any | None, str]] = []
+    out: list[Piece] = []
     for i, t in enumerate(tasks):
         try:
             caps.append(capture(t.solution))
         except Exception as exc:  # noqa: BLE001 (any failure of the module is this task's)
             caps.append(None)
-            out.append(([i], None, f"{type(exc).__name__}: {exc}"))
-    pending = [[i for i, c in enumerate(caps) if c is not None]]
+            out.append(([i], None, f"{type(exc).__name__}: {exc}", 0.0))
+    ok = [i for i, c in enumerate(caps) if c is not None]
+    pending, light = [ok], True
     while pending:
         idx = pending.pop()
         if not idx:
             continue
+        start = time.perf_counter()
         try:
-            out.append((idx, build_chunk([caps[i] for i in idx if caps[i] is not None]  # type: ignore[misc]
-                                         , build_root), ""))
-        except Exception as exc:  # noqa: BLE001 (a failed build: split it)
-            if len(idx) == 1:
-                out.append((idx, None, first_error(str(exc))))
+            ext = build_chunk([c for i in idx if (c := caps[i]) is not None], build_root, light, pch)
+            out.append((idx, ext, "", time.perf_counter() - start))
+        except Exception as exc:  # noqa: BLE001 (a failed build: as written, then split it)
+            log.info("a build of %d solutions failed (%s)", len(idx), "light" if light else "as written")
+            if light:
+                pending.append(idx)
+            elif len(idx) == 1:
+                out.append((idx, None, first_error(str(exc)), time.perf_counter() - start))
             else:
                 pending += [idx[: len(idx) // 2], idx[len(idx) // 2:]]
+        light = False
     return out
 
 
@@ -197,21 +214,23 @@ def timed_sample(task_id: str, share: float) -> bool:
 
 
 def check_chunk(tasks: Sequence[SynthTask], build_root: Path, time_share: float = 0.1,
-                timing_lock: str | None = None, seeds: tuple[int, ...] = (0,)) -> list[PairCheck]:
+                timing_lock: str | None = None, seeds: tuple[int, ...] = (0,), pch: bool = False) -> list[PairCheck]:
     """Build and check a chunk of tasks on this process's GPU."""
     results: dict[int, PairCheck] = {}
-    for idx, ext, error in built_pieces(tasks, build_root):
+    for idx, ext, error, build_s in built_pieces(tasks, build_root, pch):
         for pos, i in enumerate(idx):
             t = tasks[i]
             if ext is None:
-                results[i] = PairCheck(t.id, "compile_error", error)
+                results[i] = PairCheck(t.id, "compile_error", error, build_s=build_s)
                 continue
+            start = time.perf_counter()
             try:
                 functions = capture(t.solution).functions
-                results[i] = check_task(t, bound_module(t.solution, ext, pos, functions), seeds,
-                                        timed_sample(t.id, time_share), timing_lock)
+                check = check_task(t, bound_module(t.solution, ext, pos, functions), seeds,
+                                   timed_sample(t.id, time_share), timing_lock)
             except Exception as exc:  # noqa: BLE001 (a failing solution is this task's verdict)
-                results[i] = PairCheck(t.id, "runtime_error", f"{type(exc).__name__}: {str(exc)[:300]}")
+                check = PairCheck(t.id, "runtime_error", f"{type(exc).__name__}: {str(exc)[:300]}")
+            results[i] = dataclasses.replace(check, build_s=build_s, check_s=time.perf_counter() - start)
     return [results[i] for i in range(len(tasks))]
 
 

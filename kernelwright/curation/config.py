@@ -9,7 +9,7 @@ from pathlib import Path
 from kernelwright.cuda.nvrtc.program import DEFAULT_ARCH
 from kernelwright.curation.filters import FilterSettings
 from kernelwright.curation.ingest import FIELDS
-from kernelwright.curation.weights import CusetParams
+from kernelwright.curation.weights import MASK_TARGETS, CusetParams, MaskTarget
 from kernelwright.workdir import TRACKING_URI_HELP
 
 
@@ -89,7 +89,19 @@ class CurateConfig:
     region_gap: int = field(default=2, metadata={"help": "Low-confidence sensitive runs this many tokens apart merge."})
     rho_max: float = field(
         default=0.5,
-        metadata={"help": "Masked share of confident boilerplate = rho_max * share of high tokens; 0: off."},
+        metadata={"help": "Masking strength: k_s = floor(rho_max * share_s * candidates_s) tokens of a sample are "
+                          "masked (share_s: its low-confidence non-sensitive share under mask_target=uncertain, its "
+                          "high-confidence share under confident); 0: off."},
+    )
+    mask_target: MaskTarget = field(
+        default="uncertain",
+        metadata={"help": "Which non-sensitive tokens outside low-confidence sensitive regions the mask takes: "
+                          "uncertain (p < tau_low, least confident first) or confident (p >= tau_high, most "
+                          "confident first; the earlier reading)."},
+    )
+    mask_floor: float = field(
+        default=0.0,
+        metadata={"help": "Weight a masked token keeps in the loss, in [0, 1] (0: a hard mask)."},
     )
     alpha: float = field(default=1.0, metadata={"help": "Weight of sensitive high-confidence tokens (1: neutral)."})
     region_lambda: float = field(default=1.0, metadata={"help": "Strength of region-aware sample weighting; 0: off."})
@@ -103,6 +115,10 @@ class CurateConfig:
             raise ValueError("need 0 <= tau_low <= tau_high <= 1")
         if self.w_min > self.w_max:
             raise ValueError("need w_min <= w_max")
+        if self.mask_target not in MASK_TARGETS:
+            raise ValueError(f"mask_target must be one of {', '.join(MASK_TARGETS)}, not {self.mask_target!r}")
+        if not 0.0 <= self.mask_floor <= 1.0:
+            raise ValueError("mask_floor is the weight a masked token keeps, in [0, 1]")
         if not 0.0 <= self.near_dup_threshold <= 1.0:
             raise ValueError("near_dup_threshold is a Jaccard similarity in [0, 1] (0: off)")
         if not 0.0 <= self.decontam_min_share < 1.0:
@@ -114,6 +130,7 @@ class CurateConfig:
         return CusetParams(
             tau_high=self.tau_high, tau_low=self.tau_low, region_gap=self.region_gap, rho_max=self.rho_max,
             alpha=self.alpha, lam=self.region_lambda, w_min=self.w_min, w_max=self.w_max,
+            mask_target=self.mask_target, mask_floor=self.mask_floor,
         )
 
     def filters(self, workdir: Path) -> FilterSettings:

@@ -2,7 +2,8 @@
 
     kernelwright curate --out DIR        # writes DIR/weights.html (the first four samples)
 
-The hue says what CuSeT made of the token: grey masked (weight 0, confident boilerplate), red
+The hue says what CuSeT made of the token: grey masked (non-critical boilerplate outside every region:
+the uncertain or the confident kind, as `mask_target` chose; weight 0, or `mask_floor`), red
 inside a low-confidence sensitive region, blue CUDA-critical (sensitive) outside a region, orange
 any other kept token. The depth says how much the token counts in the loss, its token weight times
 its sample's weight, on one scale for every sample: a kept token of weight 1 stays white, so only
@@ -23,7 +24,7 @@ from kernelwright.curation.weights import CusetParams
 TOP_WEIGHT = CusetParams().w_max  # the deepest colour: the largest sample weight CuSeT gives by default
 HUES = {"masked": (150, 150, 150), "region": (214, 39, 40), "sensitive": (31, 119, 180), "kept": (255, 127, 14)}
 CLASS_HELP = {
-    "masked": "masked (weight 0: confident boilerplate)",
+    "masked": "masked (non-critical, outside regions; weight 0 or mask_floor)",
     "region": "low-confidence sensitive region",
     "sensitive": "CUDA-critical, outside a region",
     "kept": "other kept tokens (white at weight 1)",
@@ -37,9 +38,13 @@ table.legend td.w{font-family:monospace;border:1px solid #ccc;text-align:center}
 """
 
 
-def token_class(weight: float, region: Any, sensitive: bool) -> str:
-    """masked, region, sensitive or kept: what CuSeT made of a completion token."""
-    if weight == 0:
+def token_class(weight: float, region: Any, sensitive: bool, mask: float | None = None) -> str:
+    """masked, region, sensitive or kept: what CuSeT made of a completion token.
+
+    `mask` is the token's loss_mask m_t: below 1 it is masked (0, or the soft mask_floor). Without it
+    (data that lacks the column) a token of weight 0 counts as masked.
+    """
+    if (weight == 0) if mask is None else (mask < 1):
         return "masked"
     if region is not None:
         return "region"
@@ -63,11 +68,11 @@ def token_colour(cls: str, weight: float) -> str:
 
 
 def _token_spans(ids: list[int], decode: Callable[[list[int]], str], weights: list[float], regions: list[Any],
-                 sensitive: list[bool], start: int, sample_weight: float) -> str:
+                 sensitive: list[bool], start: int, sample_weight: float, masks: list[float] | None = None) -> str:
     parts = []
     for i in range(start, len(ids)):
         w = weights[i] * sample_weight
-        cls = token_class(weights[i], regions[i], sensitive[i])
+        cls = token_class(weights[i], regions[i], sensitive[i], None if masks is None else masks[i])
         css = " ".join(c for c, on in (("m", cls == "masked"), ("s", sensitive[i])) if on)
         parts.append(f'<span class="{css}" style="background:{token_colour(cls, w)}" title="{cls}, w={w:.3f}">'
                      f"{html.escape(decode([ids[i]]))}</span>")
@@ -92,7 +97,7 @@ def weight_heatmap_html(data: pl.DataFrame, decode: Callable[[list[int]], str] |
     body = []
     for row in data.iter_rows(named=True):
         pre = _token_spans(row["input_ids"], decode, row["token_weights"], row["region_id"], row["sensitive"],
-                           row["prompt_len"], row["sample_weight"])
+                           row["prompt_len"], row["sample_weight"], row.get("loss_mask"))
         body.append(f"<h3>{html.escape(row['id'])} (sample weight {row['sample_weight']:.3f}, "
                     f"R={row['R']:.3f}, masked {row['mask_share']:.1%})</h3><pre>{pre}</pre>")
     return f"<html><head><meta charset='utf-8'><style>{STYLE}</style></head><body><h2>CuSeT token weights</h2>" \

@@ -3,8 +3,9 @@ class and weight, in the colours of the HTML view (heatmap.py).
 
     kernelwright curate --out DIR        # writes DIR/weights.png (the first sample) beside weights.html
 
-Grey: masked (weight 0, confident boilerplate); red: inside a low-confidence sensitive region;
-blue: CUDA-critical (sensitive) outside a region; orange: another kept token, white at weight 1.
+Grey: masked (non-critical boilerplate outside regions; weight 0 or mask_floor); red: inside a
+low-confidence sensitive region; blue: CUDA-critical (sensitive) outside a region; orange: another
+kept token, white at weight 1.
 The deeper the colour, the more the token counts (token weight x sample weight). The first
 `max_lines` lines of the completion are drawn, each cut at `max_cols` characters.
 """
@@ -30,7 +31,8 @@ def _cells(row: dict[str, Any], decode: Callable[[list[int]], str], max_lines: i
     line, col = 0, 0
     for i in range(row["prompt_len"], len(row["input_ids"])):
         weight = row["token_weights"][i]
-        colour = token_colour(token_class(weight, row["region_id"][i], row["sensitive"][i]),
+        mask = row["loss_mask"][i] if row.get("loss_mask") is not None else None
+        colour = token_colour(token_class(weight, row["region_id"][i], row["sensitive"][i], mask),
                             weight * row["sample_weight"])
         for k, piece in enumerate(decode([row["input_ids"][i]]).replace("\t", "    ").split("\n")):
             if k:

@@ -131,7 +131,7 @@ def assemble(tokens: pl.DataFrame, per_sample: pl.DataFrame, samples: list[Sampl
     """
     lists = tokens.group_by("sample", maintain_order=True).agg(
         token_weights=pl.col("token_weight"),
-        loss_mask=pl.col("loss_mask").cast(pl.Int8),
+        loss_mask=pl.col("loss_mask"),  # m_t, Float32: 1 kept, mask_floor masked
         p=pl.col("p").cast(pl.Float32),
         sensitive=pl.col("c"),
         span_kind=pl.col("span_kind"),
@@ -190,6 +190,8 @@ def curate_samples(samples: list[Sample], tokenizer: PreTrainedTokenizerBase, mo
         "masked_share": float(comp["masked"].mean() or 0.0),
         "region_token_share": float(comp["region_id"].is_not_null().mean() or 0.0),
         "mean_p": float(comp["p"].mean() or 0.0),
+        # which end of the confidence scale the mask took (low under mask_target=uncertain)
+        "masked_mean_p": float(comp.filter(pl.col("masked"))["p"].mean() or 0.0),  # type: ignore[arg-type]
         "sample_weight_min": float(per_sample["sample_weight"].min() or 0.0),  # type: ignore[arg-type]
         "sample_weight_max": float(per_sample["sample_weight"].max() or 0.0),  # type: ignore[arg-type]
         "samples_with_region": int((per_sample["R"] > 0).sum()),

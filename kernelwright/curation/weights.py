@@ -12,24 +12,40 @@ Per completion token t of sample s (T_s completion tokens):
   regions: maximal runs of tokens with c and low (candidates), merged across gaps of <= region_gap
            tokens; every token from a region's first to its last candidate belongs to it (region_id)
   R_s = tokens in regions / T_s
-  boilerplate = not c and high and not in a region; the
-           k_s = floor(rho_max * mean(high) * n_boilerplate_s) most confident of them are masked
-           (equal p: the earlier token first)
-  m_t = 0 for masked tokens and prompt tokens, else 1;  a_t = alpha if c and high, else 1
-  token_weight = m_t * a_t
+  boiler (the tokens the mask may take) = not c, not in a region, and
+    mask_target "uncertain" (reading B, the default): low; the
+           k_s = floor(rho_max * share_s * n_boiler_s) LEAST confident are masked,
+           share_s = (tokens with low and not c) / T_s
+    mask_target "confident" (reading A): high; the
+           k_s = floor(rho_max * share_s * n_boiler_s) MOST confident are masked, share_s = mean(high)
+    (equal p: the earlier token first)
+  m_t = 0 for prompt tokens, mask_floor for masked tokens (0: a hard mask), else 1  (loss_mask)
+  a_t = alpha if c and high, else 1;  token_weight = m_t * a_t
+  (masked tokens are never sensitive, so their a_t is 1 and their token weight is mask_floor)
   w_s = clip(1 + lambda * R_s / mean(R), w_min, w_max) / mean(...)   (all 1 if mean(R) == 0)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import polars as pl
+
+from kernelwright.errors import UsageError
+
+MaskTarget = Literal["uncertain", "confident"]
+MASK_TARGETS: tuple[str, ...] = get_args(MaskTarget)
 
 
 @dataclass(frozen=True)
 class CusetParams:
-    """The CuSeT constants, with the defaults of docs/cuset.md."""
+    """The CuSeT constants, with the defaults of docs/cuset.md.
+
+    `mask_target`: which non-sensitive tokens outside regions the mask takes, "uncertain" (p < tau_low,
+    least confident first: reading B) or "confident" (p >= tau_high, most confident first: reading A).
+    `mask_floor`: the weight m_t a masked token keeps (0: a hard mask).
+    """
 
     tau_high: float = 0.9
     tau_low: float = 0.5
@@ -39,6 +55,14 @@ class CusetParams:
     lam: float = 1.0
     w_min: float = 0.5
     w_max: float = 3.0
+    mask_target: MaskTarget = "uncertain"
+    mask_floor: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.mask_target not in MASK_TARGETS:
+            raise UsageError(f"mask_target must be one of {', '.join(MASK_TARGETS)}, not {self.mask_target!r}")
+        if not 0.0 <= self.mask_floor <= 1.0:
+            raise UsageError(f"mask_floor is the weight a masked token keeps, in [0, 1], not {self.mask_floor}")
 
 
 KEY_BASE = 1 << 32
@@ -89,23 +113,25 @@ def _region_ids(t: pl.DataFrame, gap: int) -> pl.Series:
     return pl.Series("region_id", [], dtype=pl.Int32).extend_constant(None, t.height).scatter(rows["g"], rows["id"])
 
 
-def _masked(t: pl.DataFrame, rho_max: float) -> pl.Series:
-    """masked per row (rows sorted by sample): the k_s most confident boilerplate tokens of each sample.
+def _masked(t: pl.DataFrame, rho_max: float, share: pl.Expr, least_confident: bool) -> pl.Series:
+    """masked per row (rows sorted by sample): the k_s boilerplate tokens of each sample first in line.
 
-    k_s = floor(rho_max * share_high * n_boiler). Rather than ranking the boilerplate tokens (a sort
-    per sample), take the smallest of each sample's k_s largest p, thr_s (a top-k selection): the
-    tokens at or above thr_s are masked. Where that is more than k_s tokens, several share thr_s,
-    and of those only the earliest k_s - (number above thr_s) are.
+    k_s = floor(rho_max * share_s * n_boiler_s); first in line are the most confident tokens, or the least
+    confident ones with `least_confident`. Rather than ranking the boilerplate tokens (a sort per
+    sample), take the smallest of each sample's k_s largest keys (key = p, or -p), thr_s (a top-k
+    selection): the tokens at or above thr_s are masked. Where that is more than k_s tokens, several
+    share thr_s, and of those only the earliest k_s - (number above thr_s) are.
     """
     n_boiler = _count(pl.col("boiler"))
-    share_high = _count(pl.col("high")) / _count(pl.col("completion")).clip(lower_bound=1)
+    share = share / _count(pl.col("completion")).clip(lower_bound=1)
     per = t.group_by("sample", maintain_order=True).agg(
-        _k=pl.min_horizontal((rho_max * share_high * n_boiler).floor(), n_boiler).cast(pl.UInt32))
+        _k=pl.min_horizontal((rho_max * share * n_boiler).floor(), n_boiler).cast(pl.UInt32))
+    key = -pl.col("p") if least_confident else pl.col("p")
     b = (
-        t.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("_g"), "sample", "p", "boiler").filter("boiler")
-        .join_asof(per, on="sample")
+        t.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("_g"), "sample", key.alias("_key"), "boiler")
+        .filter("boiler").join_asof(per, on="sample")
     )
-    p, at = pl.col("p"), pl.col("_thr")
+    p, at = pl.col("_key"), pl.col("_thr")
     thr = p.top_k(pl.col("_k").first()).min().over("sample")  # k_s = 0: null, nothing masked
     hit = b.with_columns(_thr=thr).filter(p >= at)
     if hit.height > per["_k"].sum():  # ties at some thr_s
@@ -116,6 +142,10 @@ def _masked(t: pl.DataFrame, rho_max: float) -> pl.Series:
 
 def token_weights(tokens: pl.LazyFrame, params: CusetParams, *, in_order: bool = False) -> pl.LazyFrame:
     """Add high, low, region_id, boiler, masked, loss_mask (m_t) and token_weight (m_t * a_t) per token.
+
+    `boiler` marks the tokens the mask may take (non-sensitive, outside every region; low confidence
+    under mask_target "uncertain", high under "confident"); loss_mask is m_t as Float32 (1 kept,
+    mask_floor masked, 0 on the prompt).
 
     Rows come back sorted by (sample, pos), as a LazyFrame of the computed result. `in_order`: the
     rows already come in that order (as `mark_sensitive` hands them on), so they are not checked.
@@ -128,12 +158,18 @@ def token_weights(tokens: pl.LazyFrame, params: CusetParams, *, in_order: bool =
         high=comp & (p >= params.tau_high).fill_null(False), low=comp & (p < params.tau_low).fill_null(False)
     )
     t = t.with_columns(_region_ids(t, params.region_gap))
-    t = t.with_columns(boiler=high & ~c & pl.col("region_id").is_null())
-    masked = _masked(t, params.rho_max)
-    keep = comp & ~pl.lit(masked)
-    zero, one, alpha = (pl.lit(x, dtype=pl.Float32) for x in (0.0, 1.0, params.alpha))  # no cast pass
-    weight = pl.when(keep).then(pl.when(c & high).then(alpha).otherwise(one)).otherwise(zero)
-    return t.with_columns(masked, loss_mask=keep, token_weight=weight).lazy()  # evaluated side by side
+    free = ~c & pl.col("region_id").is_null()  # never a sensitive token, never one inside a region
+    if params.mask_target == "confident":
+        t = t.with_columns(boiler=high & free)
+        masked = _masked(t, params.rho_max, _count(high), least_confident=False)
+    else:
+        t = t.with_columns(boiler=pl.col("low") & free)
+        masked = _masked(t, params.rho_max, _count(pl.col("low") & ~c), least_confident=True)
+    zero, one, alpha, floor = (pl.lit(x, dtype=pl.Float32) for x in (0.0, 1.0, params.alpha, params.mask_floor))
+    hit = pl.lit(masked)
+    m = pl.when(comp & ~hit).then(one).when(hit).then(floor).otherwise(zero)  # no cast pass
+    a = pl.when(c & high).then(alpha).otherwise(one)
+    return t.with_columns(masked, loss_mask=m, token_weight=m * a).lazy()  # evaluated side by side
 
 
 def sample_weights(tokens: pl.LazyFrame, params: CusetParams) -> pl.LazyFrame:

@@ -5,7 +5,7 @@
 spans -> c_t and kind (mark_sensitive) -> high, low, regions, boilerplate, masks m_t, token
 weights m_t * a_t (token_weights) -> T, R, share_high, mask_share, w_s (sample_weights), with
 tau_high 0.9, tau_low 0.5, region_gap 2, rho_max 0.5, alpha 2, lambda 1, and a clip [1.8, 2.0]
-chosen so that both ends bind.
+chosen so that both ends bind, masking the confident boilerplate (mask_target "confident").
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pytest
 from kernelwright.curation.sensitive import mark_sensitive
 from kernelwright.curation.weights import CusetParams, sample_weights, token_weights
 
-PARAMS = CusetParams(tau_high=0.9, tau_low=0.5, region_gap=2, rho_max=0.5, alpha=2.0, lam=1.0, w_min=1.8, w_max=2.0)
+PARAMS = CusetParams(tau_high=0.9, tau_low=0.5, region_gap=2, rho_max=0.5, alpha=2.0, lam=1.0, w_min=1.8, w_max=2.0,
+                     mask_target="confident")
 
 # sample 0: prompt pos 0-1; completion pos 2-11, 2 characters a token: pos i covers [2(i-2), 2(i-2)+2)
 P0 = [None, None, 0.95, 0.97, 0.30, 0.96, 0.20, 0.99, 0.60, 0.98, 0.10, 0.92]

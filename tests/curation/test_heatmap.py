@@ -50,3 +50,14 @@ def test_the_legend_shows_every_class() -> None:
     legend = weight_heatmap_html(_frame(1.0)).split("</table>")[0]
     for cls in HUES:
         assert token_colour(cls, 0.0 if cls == "masked" else 3.0) in legend
+
+
+def test_a_soft_masked_token_is_drawn_masked_and_the_legend_names_no_reading() -> None:
+    """With mask_floor > 0 a masked token keeps weight mask_floor: its loss_mask (< 1) says it is masked."""
+    frame = _frame(1.0).with_columns(token_weights=pl.lit([0.0, 0.25, 1.0, 1.0, 1.0, 1.0, 2.0]),
+                                     loss_mask=pl.lit([0.0, 0.25, 1.0, 1.0, 1.0, 1.0, 1.0]))
+    page = weight_heatmap_html(frame, lambda ids: TEXT[ids[0]])
+    bg = {text: colour for colour, text in SPAN.findall(page.split("</table>")[-1])}
+    assert bg["import torch\n"] == token_colour("masked", 0.0) and bg["x"] == "#ffffff"
+    legend = page.split("</table>")[0]
+    assert "confident" not in legend and "uncertain" not in legend and "mask_floor" in legend

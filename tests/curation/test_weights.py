@@ -1,4 +1,5 @@
-"""CuSeT algebra against values computed by hand (docs/cuset.md)."""
+"""CuSeT algebra against values computed by hand (docs/cuset.md), masking the confident boilerplate
+(mask_target="confident"): these figures pin that reading's masks. Reading B: test_weights_reading_b.py."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def _frame() -> pl.LazyFrame:
 
 
 def test_token_level_values_by_hand() -> None:
-    params = CusetParams(alpha=2.0)
+    params = CusetParams(alpha=2.0, mask_target="confident")
     t = token_weights(_frame(), params).collect()
     s0 = t.filter(pl.col("sample") == 0)
     # candidates (c and p < 0.5): pos 3, 4, 6, 9. Steps 1, 2, 3 are all <= region_gap + 1 = 3,
@@ -44,7 +45,7 @@ def test_token_level_values_by_hand() -> None:
 
 
 def test_sample_weights_by_hand() -> None:
-    params = CusetParams()
+    params = CusetParams(mask_target="confident")
     per = sample_weights(token_weights(_frame(), params), params).collect()
     # R_0 = 7/8, R_1 = 0; mean R = 7/16. w_0 = clip(1 + 2, .5, 3) = 3, w_1 = 1; mean 2 -> 1.5, 0.5
     assert per["R"].to_list() == pytest.approx([7 / 8, 0.0])
@@ -55,7 +56,7 @@ def test_sample_weights_by_hand() -> None:
 def test_no_regions_gives_unit_sample_weights() -> None:
     rows = [{"sample": s, "pos": i, "completion": i > 0, "p": 0.99 if i else None, "c": False}
             for s in range(3) for i in range(4)]
-    params = CusetParams()
+    params = CusetParams(mask_target="confident")
     per = sample_weights(token_weights(pl.LazyFrame(rows), params), params).collect()
     assert per["sample_weight"].to_list() == [1.0, 1.0, 1.0]
 
@@ -64,7 +65,7 @@ def test_region_gap_splits_runs() -> None:
     # candidates at pos 1 and 5: step 4 > gap + 1 = 3 -> two regions, gap tokens outside
     ps = [None, 0.1, 0.9, 0.9, 0.9, 0.1]
     rows = [{"sample": 0, "pos": i, "completion": p is not None, "p": p, "c": i in (1, 5)} for i, p in enumerate(ps)]
-    t = token_weights(pl.LazyFrame(rows), CusetParams()).collect()
+    t = token_weights(pl.LazyFrame(rows), CusetParams(mask_target="confident")).collect()
     assert t["region_id"].to_list() == [None, 0, None, None, None, 1]
 
 
@@ -74,7 +75,7 @@ def test_ties_at_the_masking_threshold_go_to_the_earlier_tokens() -> None:
     ps = {0: [None, 0.95, 0.95, 0.95, 0.95], 1: [None, 0.95, 0.99, 0.95, 0.95]}
     rows = [{"sample": s, "pos": i, "completion": p is not None, "p": p, "c": False}
             for s, col in ps.items() for i, p in enumerate(col)]
-    t = token_weights(pl.LazyFrame(rows), CusetParams()).collect()
+    t = token_weights(pl.LazyFrame(rows), CusetParams(mask_target="confident")).collect()
     assert t.filter(pl.col("sample") == 0)["masked"].to_list() == [False, True, True, False, False]
     assert t.filter(pl.col("sample") == 1)["masked"].to_list() == [False, True, True, False, False]
 
@@ -86,7 +87,7 @@ def test_ties_in_one_sample_leave_the_others_alone() -> None:
           2: [None, 0.95, 0.95, 0.99, 0.92]}
     rows = [{"sample": s, "pos": i, "completion": p is not None, "p": p, "c": False}
             for s, col in ps.items() for i, p in enumerate(col)]
-    t = token_weights(pl.LazyFrame(rows), CusetParams(), in_order=True).collect()
+    t = token_weights(pl.LazyFrame(rows), CusetParams(mask_target="confident"), in_order=True).collect()
     assert t.filter(pl.col("sample") == 0)["masked"].to_list() == [False, True, True, False, False]
     assert t.filter(pl.col("sample") == 1)["masked"].to_list() == [False, False, True, False, True]
     assert t.filter(pl.col("sample") == 2)["masked"].to_list() == [False, True, False, True, False]

@@ -109,6 +109,18 @@ def _train(argv: Sequence[str]) -> int:
     return 0
 
 
+def _rl(argv: Sequence[str]) -> int:
+    from kernelwright.rl.config import RLConfig
+    from kernelwright.rl.stage import rl_command
+
+    cfg = parse_config(RLConfig, argv, "kernelwright rl", "GRPO with the judge as the reward (TRL).")
+    r = rl_command(cfg)
+    console.print(f"[green]rl[/] -> {r.model_dir}: {r.global_step} steps, reward {r.reward_mode}, mean reward "
+                  f"{r.mean_reward:.3f}, correct {r.correct_rate:.2f}, cheat rate {r.cheat_rate:.2f}; "
+                  f"registered version {r.registered_version}")
+    return 0
+
+
 def _evaluate(argv: Sequence[str]) -> int:
     from kernelwright.evaluation.config import EvaluateConfig
     from kernelwright.evaluation.report import results_table
@@ -211,6 +223,7 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "synthesize": (_synthesize, "procedural tasks with verified CUDA solutions (and held-out, infill suites)"),
     "curate": (_curate, "ingest, filter and CuSeT-score a corpus into Parquet"),
     "train": (_train, "CuSeT-weighted SFT (TRL), logged and registered in MLflow"),
+    "rl": (_rl, "GRPO (TRL) with the judge as the reward: infill tasks, then whole problems"),
     "evaluate": (_evaluate, "generate for held-out problems and check the kernels"),
     "verify": (_verify, "verify one candidate against one problem (GPU; --static anywhere)"),
     "serve": (_serve, "serve the registered model over HTTP (kernel + OpenAI-compatible API)"),

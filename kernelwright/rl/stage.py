@@ -1,0 +1,261 @@
+"""The rl stage: GRPO (TRL) with the judge as the reward, infill tasks first, then whole problems.
+
+    kernelwright rl                                   # the champion, on <workdir>/synthesize
+    kernelwright rl --model models:/kernelwright-coder@candidate --steps 400 --infill-steps 100
+    kernelwright rl --model /models/my-sft --data /data/synth --num-generations 8 --beta 0.04
+
+Each step samples `num_generations` completions for each of `prompts_per_step` prompts of the
+curriculum (curriculum.py), writes them as candidates, judges them (judging.py: on this machine's
+GPU, or static checks and NVRTC without one, the params' `reward_mode` says which) and trains
+on the rewards (reward.py). One MLflow run per job: every config value (`kw.*`), the reward mode,
+per-step reward parts, verdict reasons, cheat rate and KL, a samples table every
+`samples_every` steps; checkpoints every `save_steps`. Run the same command again after a kill and
+it continues from the last checkpoint into the same run. The final model is written to
+`<out>/final` and registered (alias `candidate`), to be evaluated and gated like any version.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import torch
+from datasets import Dataset
+from mlflow.tracking import MlflowClient
+from transformers import PreTrainedTokenizerBase, TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
+
+from kernelwright import atomic
+from kernelwright.config import config_to_params
+from kernelwright.errors import UsageError
+from kernelwright.models import load_base_model, load_model, load_tokenizer, resolve_ref
+from kernelwright.rl.config import RLConfig
+from kernelwright.rl.curriculum import INFILL, curriculum_items, load_curriculum, rows
+from kernelwright.rl.judge_reward import JudgeReward
+from kernelwright.rl.judging import Judge, pick_judge, reward_mode
+from kernelwright.rl.resume import (
+    RUN_ID_FILE,
+    RunIdInCheckpoints,
+    checkpoint_to_resume,
+    out_dir,
+    resumable_run_id,
+)
+from kernelwright.store import Store
+from kernelwright.tracking import set_alias, tracking_session
+from kernelwright.workdir import resolve_workdir
+
+log = logging.getLogger(__name__)
+CHAMPION = "champion"
+START_DIR, SOURCE_FILE = "start", "kernelwright.json"  # a registry policy saved locally, and where it came from
+INJECTED = "injected"  # the reward mode of a run given its judge by the caller (tests)
+
+
+@dataclass(frozen=True)
+class RLResult:
+    model_dir: Path
+    run_id: str | None
+    registered_version: str | None
+    reward_mode: str
+    global_step: int  # steps trained in all, those before a resume included
+    resumed_from: str | None
+    completions: int  # completions rewarded by this process (after a resume: since it)
+    cheat_rate: float  # share of those with a cheat reason
+    correct_rate: float
+    mean_reward: float
+    reasons: dict[str, int]
+    train_runtime_s: float
+    reward_s: float  # seconds spent in the reward (writing, judging, scoring)
+
+
+def data_dir(cfg: RLConfig) -> Path:
+    """The synthesized data: --data, else <workdir>/synthesize."""
+    return Path(cfg.data) if cfg.data else resolve_workdir(cfg.workdir) / "synthesize"
+
+
+def check_rl_config(cfg: RLConfig) -> None:
+    """What can be checked before a model or an MLflow store is touched."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise UsageError("kernelwright rl runs in one process (generation, judging and training on one device)")
+    curriculum_items(load_curriculum(data_dir(cfg)), cfg)
+    checkpoint_to_resume(cfg)
+
+
+def policy_source(cfg: RLConfig) -> str:
+    return cfg.model or f"models:/{cfg.registered_model}@{CHAMPION}"
+
+
+def load_policy(cfg: RLConfig, out: Path, resuming: bool) -> tuple[Any, PreTrainedTokenizerBase, str]:
+    """The starting policy, its tokenizer (pad token and chat template set where it has none) and where it came
+    from. A registry version is first saved to `<out>/start`, a folder the reference model of the KL term is
+    loaded from too (TRL reloads it from the policy's path); a resumed run keeps the policy it started from there,
+    wherever the alias points now."""
+    start = out / START_DIR
+    if resuming and (start / "config.json").is_file():
+        path, source = start, _read_source(start)
+    else:
+        ref = resolve_ref(policy_source(cfg))
+        path, source = Path(ref.uri), ref.uri
+        if ref.version is not None:
+            model, tokenizer = load_model(ref)
+
+            def fill(tmp: Path) -> None:
+                model.save_pretrained(tmp)
+                tokenizer.save_pretrained(tmp)
+                (tmp / SOURCE_FILE).write_text(json.dumps({"source": ref.uri}))
+
+            atomic.write_dir(start, fill)
+            del model
+            path = start
+    if not (path / "config.json").is_file():
+        raise UsageError(f"no model at {path}: pass --model with a Hugging Face checkpoint folder or "
+                         "models:/NAME@ALIAS")
+    return load_base_model(path), load_tokenizer(path), source
+
+
+def _read_source(start: Path) -> str:
+    try:
+        return str(json.loads((start / SOURCE_FILE).read_text())["source"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return str(start)
+
+
+def grpo_args(cfg: RLConfig, out: Path) -> GRPOConfig:
+    on_gpu = torch.cuda.is_available()
+    bf16 = cfg.bf16 if cfg.bf16 is not None else on_gpu and torch.cuda.is_bf16_supported()
+    checkpointing = cfg.gradient_checkpointing if cfg.gradient_checkpointing is not None else on_gpu
+    names = {f.name for f in fields(GRPOConfig)}  # transformers >= 5.2x renamed gradient_ to activation_checkpointing
+    return GRPOConfig(
+        output_dir=str(out), max_steps=cfg.steps, learning_rate=cfg.learning_rate,
+        per_device_train_batch_size=cfg.per_device_train_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps, num_generations=cfg.num_generations,
+        max_completion_length=cfg.max_completion_length, temperature=cfg.temperature, beta=cfg.beta,
+        loss_type=cfg.loss_type, logging_steps=cfg.logging_steps, save_steps=cfg.save_steps, save_total_limit=2,
+        seed=cfg.seed, bf16=bf16, fp16=False, use_cpu=not on_gpu, report_to=[],  # MlflowMetrics logs to the active run
+        shuffle_dataset=False,  # the curriculum's order: phase 1 first (curriculum.py)
+        log_completions=False, dataloader_num_workers=0, disable_tqdm=False,
+        **{n: checkpointing for n in ("gradient_checkpointing", "activation_checkpointing") if n in names},
+    )
+
+
+class MlflowMetrics(TrainerCallback):
+    """Every number the trainer logs (TRL's loss, kl, reward, and the reward function's parts) as an MLflow metric
+    of the active run at the global step."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):  # type: ignore[no-untyped-def]
+        if not state.is_world_process_zero or mlflow.active_run() is None:
+            return
+        numbers = {k.replace("(", "_").replace(")", "_"): float(v) for k, v in (logs or {}).items()
+                   if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)}
+        if numbers:
+            mlflow.log_metrics(numbers, step=state.global_step)
+
+
+def log_params_once(params: dict[str, str]) -> None:
+    """Log params to the active run; one a resumed run already holds with another value (e.g. more --steps)
+    keeps its first value, and the new one becomes tag `kw.resumed_with.<key>`."""
+    run = mlflow.active_run()
+    if run is None:
+        return
+    held = MlflowClient().get_run(run.info.run_id).data.params
+    mlflow.log_params({k: v for k, v in params.items() if k not in held})
+    changed = {f"kw.resumed_with.{k}": v for k, v in params.items() if k in held and held[k] != v}
+    if changed:
+        mlflow.set_tags(changed)
+
+
+def run_rl(cfg: RLConfig, judge: Judge | None = None) -> RLResult:
+    """Train with GRPO; inside an active MLflow run, log everything to it and register the model. `judge`
+    replaces the configured judge (the reward mode is then `injected`)."""
+    check_rl_config(cfg)
+    out = out_dir(cfg)
+    curriculum = load_curriculum(data_dir(cfg))
+    items = curriculum_items(curriculum, cfg)
+    mode = INJECTED if judge is not None else reward_mode(cfg)
+    judge = judge or pick_judge(cfg)
+    last = checkpoint_to_resume(cfg)
+    model, tokenizer, source = load_policy(cfg, out, resuming=last is not None)
+    out.mkdir(parents=True, exist_ok=True)
+    run = mlflow.active_run()
+    callbacks: list[TrainerCallback] = []
+    if run is not None:
+        atomic.write_text(out / RUN_ID_FILE, run.info.run_id)
+        log_params_once({**config_to_params(cfg, "kw."), "reward_mode": mode, "kw.policy": source,
+                         "rl.infill_items": str(len(curriculum.infill)), "rl.whole_items": str(len(curriculum.whole)),
+                         "rl.heldout_dropped": str(len(curriculum.dropped)),
+                         "rl.prompts_per_step": str(cfg.prompts_per_step)})
+        mlflow.set_tags({"kw.method": "grpo", "kw.resumed_from": str(last)})
+        mlflow.log_dict({"phase1_steps": cfg.phase1_steps, "phase2_steps": cfg.steps - cfg.phase1_steps,
+                         "phase1": sorted({it.id for it in items if it.phase == INFILL}),
+                         "phase2": sorted({it.id for it in items if it.phase != INFILL}),
+                         "dropped": curriculum.dropped}, "curriculum.json")
+        callbacks = [MlflowMetrics(), RunIdInCheckpoints(run.info.run_id)]
+    reward = JudgeReward(judge, cfg.weights(), out / "candidates", correctness_only=cfg.correctness_only,
+                         samples_every=cfg.samples_every)
+    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=grpo_args(cfg, out),
+                          train_dataset=Dataset.from_list(rows(items)), processing_class=tokenizer,
+                          callbacks=callbacks)
+    result = trainer.train(resume_from_checkpoint=last)
+    final = save_final(trainer.model, tokenizer, out / "final")
+    stats = reward.stats
+    summary = {"rl/cheat_rate_final": stats.cheat_rate, "rl/completions": float(stats.completions),
+               "rl/reward_s_total": stats.reward_s}
+    version = None
+    if run is not None:
+        mlflow.log_metrics(summary, step=trainer.state.global_step)
+        version = register(cfg, final, tokenizer, mode) if cfg.register else None
+    return RLResult(model_dir=out / "final", run_id=run.info.run_id if run else None, registered_version=version,
+                    reward_mode=mode, global_step=trainer.state.global_step, resumed_from=last,
+                    completions=stats.completions, cheat_rate=stats.cheat_rate,
+                    correct_rate=stats.correct / stats.completions if stats.completions else 0.0,
+                    mean_reward=stats.reward_sum / stats.completions if stats.completions else 0.0,
+                    reasons=dict(stats.reasons), train_runtime_s=float(result.metrics.get("train_runtime", 0.0)),
+                    reward_s=stats.reward_s)
+
+
+def save_final(model: Any, tokenizer: PreTrainedTokenizerBase, dest: Path) -> Any:
+    """The trained policy and its tokenizer written to `dest` as a whole; the model, for registration."""
+
+    def fill(tmp: Path) -> None:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "kernelwright.json").write_text(json.dumps({"trained_by": "kernelwright rl", "method": "grpo"}))
+
+    atomic.write_dir(dest, fill)
+    return model
+
+
+def register(cfg: RLConfig, model: Any, tokenizer: PreTrainedTokenizerBase, mode: str) -> str | None:
+    """Log the model to the active run and register it; the version gets tags `method` and `reward_mode`, and
+    alias `cfg.alias`."""
+    info = mlflow.transformers.log_model(  # type: ignore[attr-defined]
+        transformers_model={"model": model, "tokenizer": tokenizer}, name="model", task="text-generation",
+        registered_model_name=cfg.registered_model, pip_requirements=["kernelwright", "torch", "transformers"])
+    version = getattr(info, "registered_model_version", None)
+    if version is None:
+        return None
+    client = MlflowClient()
+    client.set_model_version_tag(cfg.registered_model, str(version), "method", "grpo")
+    client.set_model_version_tag(cfg.registered_model, str(version), "reward_mode", mode)
+    mlflow.set_tag("kw.registered_version", str(version))
+    if cfg.alias:
+        set_alias(str(version), cfg.alias, cfg.registered_model)
+    return str(version)
+
+
+def rl_command(cfg: RLConfig, judge: Judge | None = None) -> RLResult:
+    """What `kernelwright rl` runs: the arguments and data checked, then the MLflow store (--tracking-uri, else the
+    work folder's), one run (resumed when a previous run into the same output folder was killed and the store
+    holds it). `judge`: as for `run_rl`."""
+    check_rl_config(cfg)
+    with tracking_session(Store.of(cfg)):
+        run_id = resumable_run_id(cfg)
+        with mlflow.start_run(run_id=run_id, run_name=None if run_id else "rl",
+                              tags=None if run_id else {"kernelwright.stage": "rl"},
+                              log_system_metrics=cfg.system_metrics):
+            return run_rl(cfg, judge)

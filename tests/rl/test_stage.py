@@ -1,0 +1,134 @@
+"""GRPO on the tiny model with an injected judge (no GPU): steps, checkpoints, resume after a kill, MLflow."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from kernelwright.errors import UsageError
+from kernelwright.infill_format import MARKER_RE
+from kernelwright.rl.config import RLConfig
+from kernelwright.rl.curriculum import curriculum_items, load_curriculum
+from kernelwright.rl.judging import JudgeItem
+from kernelwright.rl.resume import RUN_ID_FILE, last_complete_checkpoint
+from kernelwright.rl.stage import load_policy, rl_command, run_rl
+from kernelwright.store import Store
+from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL, tracking_session
+from kernelwright.verifier.verdict import Verdict
+from tests.rl._data import make_data
+
+# what the fake judge answers, in turn: a fast correct kernel, a wrong one, a build failure and a cheat that
+# claims a 10x speedup
+ANSWERS = (Verdict.of("ok", compile_s=1.0, speedup=2.0, custom_kernel_time_share=1.0),
+           Verdict.of("wrong_output", compile_s=1.0), Verdict.of("compile_error"),
+           Verdict.of("result_caching", compile_s=1.0, speedup=10.0, custom_kernel_time_share=1.0))
+
+
+class Killed(Exception):
+    """Stands for the process being killed in the middle of a step."""
+
+
+@dataclass
+class FakeJudge:
+    kill_at_call: int | None = None  # raise on this call (1-based), as a kill during that step would
+    batches: list[list[tuple[str, str]]] = field(default_factory=list)  # (problem, candidate) texts per call
+
+    def __call__(self, items: Sequence[JudgeItem]) -> list[Verdict]:
+        if self.kill_at_call is not None and len(self.batches) + 1 == self.kill_at_call:
+            raise Killed
+        self.batches.append([(it.problem.read_text(), it.candidate.read_text()) for it in items])
+        return [ANSWERS[i % len(ANSWERS)] for i in range(len(items))]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_data(tmp_path_factory.mktemp("rl-data"))
+
+
+def config(data: Path, out: Path, model: Path, **kw: Any) -> RLConfig:
+    base: dict[str, Any] = dict(model=str(model), data=str(data), out=str(out), workdir=str(out.parent / "wd"),
+                                steps=2, infill_steps=1, num_generations=2, per_device_train_batch_size=4,
+                                max_completion_length=8, learning_rate=1e-4, save_steps=1, samples_every=1,
+                                system_metrics=False)
+    return RLConfig(**{**base, **kw})
+
+
+def test_grpo_trains_on_the_judge_reward_and_writes_checkpoints(data: Path, tmp_path: Path,
+                                                                tiny_model_dir: Path) -> None:
+    judge = FakeJudge()
+    cfg = config(data, tmp_path / "rl", tiny_model_dir)
+    result = run_rl(cfg, judge=judge)
+    assert result.global_step == 2 and result.reward_mode == "injected" and result.run_id is None
+    assert len(judge.batches) == 2  # one judged batch per step
+    items = curriculum_items(load_curriculum(data), cfg)
+    refs = [it.reference for it in items]
+    for problem, candidate in judge.batches[0]:  # phase 1: infill answers spliced into their partial solution
+        partial = next(it.partial for it in items[:2] if it.reference == problem)
+        head, _, tail = partial.partition(MARKER_RE.search(partial).group(0))  # type: ignore[union-attr]
+        assert candidate.startswith(head) and candidate.endswith(tail)
+    assert all(problem in refs[2:] for problem, _ in judge.batches[1])  # phase 2: whole problems
+    judged = sum(len(b) for b in judge.batches)
+    assert result.completions == 8 and judged <= 8  # completions without code are not judged (no_candidate)
+    cheats = sum(1 for b in judge.batches for i in range(len(b)) if i % len(ANSWERS) == 3)
+    assert result.cheat_rate == cheats / 8 and result.reasons.get("result_caching", 0) == cheats
+    assert str(last_complete_checkpoint(tmp_path / "rl")).endswith("checkpoint-2")
+    assert (tmp_path / "rl" / "final" / "config.json").is_file()
+    assert not list((tmp_path / "rl" / "candidates").iterdir())  # each batch's files are removed once judged
+
+
+def test_a_killed_run_resumes_from_its_checkpoint_into_the_same_mlflow_run(data: Path, tmp_path: Path,
+                                                                          tiny_model_dir: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = tmp_path / "rl"
+    cfg = config(data, out, tiny_model_dir, steps=3, tracking_uri=uri, beta=0.1)
+    with pytest.raises(Killed):
+        rl_command(cfg, judge=FakeJudge(kill_at_call=3))
+    assert str(last_complete_checkpoint(out)).endswith("checkpoint-2") and not (out / "final").exists()
+    first_run = (out / RUN_ID_FILE).read_text().strip()
+
+    judge = FakeJudge()
+    more = config(data, out, tiny_model_dir, steps=4, tracking_uri=uri, beta=0.1)
+    result = rl_command(more, judge=judge)
+    assert result.resumed_from is not None and result.resumed_from.endswith("checkpoint-2")
+    assert result.global_step == 4 and len(judge.batches) == 2  # steps 3 and 4 only
+    items = curriculum_items(load_curriculum(data), more)
+    assert {p for p, _ in judge.batches[0] + judge.batches[1]} <= {it.reference for it in items[4:]}
+    assert result.run_id == first_run and result.registered_version == "1"
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    assert exp is not None
+    (run,) = client.search_runs([exp.experiment_id], filter_string="tags.`kernelwright.stage` = 'rl'")
+    assert run.info.run_id == first_run
+    assert run.data.params["reward_mode"] == "injected" and run.data.params["kw.steps"] == "3"
+    assert run.data.tags["kw.resumed_with.kw.steps"] == "4"
+    assert [m.step for m in client.get_metric_history(first_run, "reward/total")] == [1, 2, 3, 4]
+    for name in ("reward/format", "reward/compile", "reward/correct", "reward/speed", "reward/penalty",
+                 "reason/result_caching", "reason/ok", "rl/cheat_rate", "rl/cheat_positive", "kl", "rl/reward_s"):
+        assert name in run.data.metrics, name
+    assert run.data.metrics["rl/cheat_positive"] == 0
+    samples = [a.path for a in client.list_artifacts(first_run, "samples")]
+    assert samples == [f"samples/step_{n:06d}.json" for n in (1, 2, 3, 4)]
+    version = client.get_model_version(REGISTERED_MODEL, "1")
+    assert version.run_id == first_run and version.tags["method"] == "grpo"
+    assert str(client.get_model_version_by_alias(REGISTERED_MODEL, "candidate").version) == "1"
+
+    # the registered version is a policy the next run can start from: saved locally first, where TRL's reference
+    # model (the KL term) is loaded from too
+    with tracking_session(Store.resolve(tmp_path / "wd", uri)):
+        next_cfg = RLConfig(model=f"models:/{REGISTERED_MODEL}@candidate")
+        model, tokenizer, source = load_policy(next_cfg, tmp_path / "next", resuming=False)
+    assert source == f"models:/{REGISTERED_MODEL}/1" and tokenizer.chat_template
+    assert model.config._name_or_path == str(tmp_path / "next" / "start")
+
+
+def test_resume_off_refuses_an_output_folder_with_checkpoints(data: Path, tmp_path: Path) -> None:
+    (tmp_path / "rl" / "checkpoint-3").mkdir(parents=True)
+    (tmp_path / "rl" / "checkpoint-3" / "trainer_state.json").write_text("{}")
+    with pytest.raises(UsageError, match="--resume true"):
+        run_rl(config(data, tmp_path / "rl", tmp_path / "no-model", resume=False), judge=FakeJudge())

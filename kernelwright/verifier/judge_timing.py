@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 from kernelwright.verifier.channel import ChannelBroken, Described, field, load_output
 from kernelwright.verifier.inputs import form_failure
 from kernelwright.verifier.isolation import Rejected, exclusive
-from kernelwright.verifier.kernel_share import kernel_share
+from kernelwright.verifier.kernel_clock import below_kernel_clock, kernel_clock_rejection, kernel_supported_speedup
+from kernelwright.verifier.kernel_share import kernel_ms_alone, kernel_share
 from kernelwright.verifier.link import Link
 from kernelwright.verifier.spec import Progress, Spec
 from kernelwright.verifier.timer import Timer
@@ -332,7 +333,8 @@ def time_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Lin
                ref: RefCache, progress: Progress, names: list[str]) -> ShapeResult:
     """One shape's figures: the candidate (runner) on its timer and the judge's clock, the reference
     (judge), the timed outputs checked (judge), under the timing lock; the kernel share (runner)
-    outside it. The speedup never exceeds what the judge's clock supports (timing.bounded_speedup)."""
+    outside it. The speedup never exceeds what the judge's clock supports (timing.bounded_speedup),
+    nor what the profiler's kernel time does (kernel_clock.py)."""
     import torch
 
     call, ref_model, timed_bound = checked.call, checked.ref_model, checked.timed_bound
@@ -354,10 +356,17 @@ def time_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Lin
         cand.kept.clear()
         torch.cuda.empty_cache()  # the timing's memory goes back to the GPU for other candidates
     progress.write(phase="profile")
-    share, spread = kernel_share(link, call, spec, names)
+    profiled = kernel_share(link, call, spec, names)
+    kernel_ms = profiled.kernel_ms
+    if spec.timer_bound and below_kernel_clock(cand.median_ms, kernel_ms):
+        kernel_ms = min(kernel_ms, kernel_ms_alone(link, call, spec, names))
+        if below_kernel_clock(cand.median_ms, kernel_ms):
+            raise kernel_clock_rejection(cand.median_ms, kernel_ms)
     speedup = (bounded_speedup(ref_ms, cand.median_ms, cand.wall_ms) if spec.timer_bound else
                ref_ms / cand.median_ms if cand.median_ms > 0 else None)
+    if spec.timer_bound:
+        speedup = kernel_supported_speedup(ref_ms, speedup, kernel_ms)
     return ShapeResult(shape=shape, correct=True, runtime_ms=cand.median_ms, ref_runtime_ms=ref_ms,
                        ref_compile_runtime_ms=compiled_ms, speedup=speedup,
-                       custom_kernel_time_share=share, custom_kernel_time_share_spread=spread,
+                       custom_kernel_time_share=profiled.share, custom_kernel_time_share_spread=profiled.spread,
                        wall_runtime_ms=cand.wall_ms, timing_disturbed=cand.disturbed)

@@ -15,6 +15,7 @@ and the median of all passes decides; the verdict carries their spread
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kernelwright.verifier.channel import ChannelBroken, field
@@ -32,20 +33,40 @@ def borderline(share: float, threshold: float) -> bool:
     return threshold > 0 and SHARE_BAND[0] * threshold <= share <= SHARE_BAND[1] * threshold
 
 
-def kernel_share(link: Link, call: dict[str, Any], spec: Spec, names: list[str]) -> tuple[float, float | None]:
-    """(median share of the passes, their spread: max - min, None after one pass): one pass, and
-    more under the timing lock where the first lies near `min_custom_share`."""
+@dataclass(frozen=True)
+class Profiled:
+    share: float  # median share of the passes
+    spread: float | None  # their max - min; None after one pass
+    kernel_ms: float  # median GPU kernel milliseconds per call that CUPTI recorded (every kernel of the forward)
 
-    def passes(n: int) -> list[float]:
+
+def _numbers(reply: dict[str, Any], key: str, n: int, top: float) -> list[float]:
+    values = field(reply, key, list)
+    if len(values) != n or not all(isinstance(x, int | float) and not isinstance(x, bool) and 0.0 <= x <= top
+                                   for x in values):
+        raise ChannelBroken(f"{key} {str(values)[:80]} for {n} pass(es)")
+    return [float(x) for x in values]
+
+
+def kernel_share(link: Link, call: dict[str, Any], spec: Spec, names: list[str]) -> Profiled:
+    """One profiler pass, and more under the timing lock where the first's share lies near
+    `min_custom_share`."""
+
+    def passes(n: int) -> tuple[list[float], list[float]]:
         reply = link.ask("share", **call, seed=spec.timing_seed - 1, names=names, passes=n)
-        shares = field(reply, "shares", list)
-        if len(shares) != n or not all(isinstance(x, int | float) and not isinstance(x, bool) and 0.0 <= x <= 1.0
-                                       for x in shares):
-            raise ChannelBroken(f"kernel shares {str(shares)[:80]} for {n} pass(es)")
-        return [float(x) for x in shares]
+        return _numbers(reply, "shares", n, 1.0), _numbers(reply, "kernel_ms", n, 1e7)
 
-    shares = passes(1)
+    shares, kernel_ms = passes(1)
     if borderline(shares[0], spec.min_custom_share):
         with exclusive(spec.timing_lock):
-            shares += passes(SHARE_BORDERLINE_PASSES)
-    return statistics.median(shares), (max(shares) - min(shares)) if len(shares) > 1 else None
+            more, more_ms = passes(SHARE_BORDERLINE_PASSES)
+        shares, kernel_ms = shares + more, kernel_ms + more_ms
+    return Profiled(statistics.median(shares), (max(shares) - min(shares)) if len(shares) > 1 else None,
+                    statistics.median(kernel_ms))
+
+
+def kernel_ms_alone(link: Link, call: dict[str, Any], spec: Spec, names: list[str]) -> float:
+    """One more profiler pass under the timing lock: the kernel time per call with no other timing beside it."""
+    with exclusive(spec.timing_lock):
+        reply = link.ask("share", **call, seed=spec.timing_seed - 1, names=names, passes=1)
+    return _numbers(reply, "kernel_ms", 1, 1e7)[0]

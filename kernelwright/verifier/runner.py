@@ -17,7 +17,7 @@ network before it imports the candidate. Then it answers requests on the channel
 | prepare_wall | the model the judge's clock times, and a buffer like its output | - |
 | run_wall | calls the judge times on its own clock (or no-ops), each drawing its inputs, outputs held | checksums |
 | save_wall | keeps the last batch's outputs (`keep`: the fastest so far), saves those the judge names | kept |
-| share | the profiler's share of GPU time in the candidate's kernels, `passes` times | shares |
+| share | the profiler's share of GPU time in own kernels and kernel ms per call, `passes` times | shares, kernel_ms |
 | finish | the guard and the thread count, a last time | - |
 
 A reply is the runner's word, checked by the judge; a rejection the runner finds in itself (a
@@ -49,7 +49,7 @@ from kernelwright.verifier.isolation import (
     patch_load_inline,
     thread_count,
 )
-from kernelwright.verifier.profiling import custom_share, profiler_started_alongside
+from kernelwright.verifier.profiling import profiled_kernels, profiler_started_alongside
 from kernelwright.verifier.runner_uid import limit_tasks
 from kernelwright.verifier.sandbox import confine, die_with_parent
 from kernelwright.verifier.seccomp import deny_reaching_out
@@ -196,7 +196,8 @@ class Runner:
         model = self._model(req)
         inputs = draw_on_device(self.problem, req["shape"], int(req["seed"]))
         names = set(map(str, req["names"]))
-        return {"shares": [custom_share(model, inputs, names) for _ in range(int(req["passes"]))]}
+        passes = [profiled_kernels(model, inputs, names) for _ in range(int(req["passes"]))]
+        return {"shares": [s for s, _ in passes], "kernel_ms": [ms for _, ms in passes]}
 
     def finish(self, _req: dict[str, Any]) -> dict[str, Any]:
         assert self.guard is not None

@@ -90,7 +90,7 @@ def test_harness_function_and_timer_method(guard: HarnessGuard, restore: list) -
 # one function of each of the harness's own modules: what a candidate would replace there
 HARNESS_FUNCTIONS = [(runner, "serve"), (channel, "save_output"), (spec, "Progress"), (isolation, "import_file"),
                      (inputs, "poison"), (guard_module, "_nn_classes"), (timer, "_cudart"), (timing, "median_ms"),
-                     (profiling, "custom_share"), (tolerance, "judge"), (error_shape, "error_kind"),
+                     (profiling, "profiled_kernels"), (tolerance, "judge"), (error_shape, "error_kind"),
                      (sandbox, "confine"), (seccomp, "deny_reaching_out"), (runner_uid, "limit_tasks"),
                      (build_failure, "build_failure")]
 HARNESS_IDS = [mod.__name__.rsplit(".", 1)[-1] for mod, _ in HARNESS_FUNCTIONS]

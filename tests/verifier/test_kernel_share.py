@@ -25,7 +25,7 @@ class FakeRunner:
     def ask(self, op: str, **f: Any) -> dict[str, Any]:
         assert op == "share"
         self.asked.append((f["passes"], _held(self.lock)))
-        return {"shares": [self.draw() for _ in range(f["passes"])]}
+        return {"shares": [self.draw() for _ in range(f["passes"])], "kernel_ms": [0.5] * f["passes"]}
 
 
 def _held(lock: Path) -> bool:
@@ -48,7 +48,8 @@ def _spec(tmp_path: Path, threshold: float = 0.1) -> Spec:
 def test_a_share_far_from_the_threshold_is_one_pass(tmp_path: Path) -> None:
     spec = _spec(tmp_path)
     runner = FakeRunner(lambda: 0.45, Path(spec.timing_lock or ""))
-    assert kernel_share.kernel_share(SimpleNamespace(ask=runner.ask), {}, spec, []) == (0.45, None)  # type: ignore[arg-type]
+    assert kernel_share.kernel_share(SimpleNamespace(ask=runner.ask), {}, spec, []) == \
+        kernel_share.Profiled(0.45, None, 0.5)  # type: ignore[arg-type]
     assert runner.asked == [(1, False)]
     none = FakeRunner(lambda: 0.09, Path(spec.timing_lock or ""))  # no share required: nothing is borderline
     kernel_share.kernel_share(SimpleNamespace(ask=none.ask), {}, _spec(tmp_path, 0.0), [])  # type: ignore[arg-type]
@@ -59,7 +60,8 @@ def test_a_share_near_the_threshold_is_measured_again_under_the_timing_lock(tmp_
     spec = _spec(tmp_path)
     shares = iter([0.095, 0.11, 0.12, 0.10, 0.115, 0.105, 0.13])
     runner = FakeRunner(lambda: next(shares), Path(spec.timing_lock or ""))
-    median, spread = kernel_share.kernel_share(SimpleNamespace(ask=runner.ask), {}, spec, [])  # type: ignore[arg-type]
+    got = kernel_share.kernel_share(SimpleNamespace(ask=runner.ask), {}, spec, [])  # type: ignore[arg-type]
+    median, spread = got.share, got.spread
     assert runner.asked == [(1, False), (kernel_share.SHARE_BORDERLINE_PASSES, True)]
     assert median == 0.11 and spread == pytest.approx(0.035)  # one pass under 0.1 no longer decides
 
@@ -76,12 +78,26 @@ def test_the_median_of_passes_flips_far_less_often_than_one_pass(tmp_path: Path)
     one_pass = sum(draw() < 0.1 for _ in range(400)) / 400
     runner = FakeRunner(draw, Path(spec.timing_lock or ""))
     link = SimpleNamespace(ask=runner.ask)
-    settled = sum(kernel_share.kernel_share(link, {}, spec, [])[0] < 0.1 for _ in range(400)) / 400  # type: ignore[arg-type]
+    settled = sum(kernel_share.kernel_share(link, {}, spec, []).share < 0.1 for _ in range(400)) / 400  # type: ignore[arg-type]
     assert one_pass > 0.15 and settled < one_pass / 3, (one_pass, settled)
 
 
 @pytest.mark.parametrize("shares", [[0.5, 0.5], [1.5], [float("nan")], [True], ["0.5"]])
 def test_shares_that_are_not_one_number_in_0_1_per_pass_are_broken(tmp_path: Path, shares: list[Any]) -> None:
-    link = SimpleNamespace(ask=lambda op, **f: {"shares": shares})
+    link = SimpleNamespace(ask=lambda op, **f: {"shares": shares, "kernel_ms": [0.1] * len(shares)})
     with pytest.raises(ChannelBroken):
         kernel_share.kernel_share(link, {}, _spec(tmp_path), [])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kernel_ms", [[-1.0], [float("nan")], [0.1, 0.1], [None]])
+def test_kernel_times_that_are_not_one_number_per_pass_are_broken(tmp_path: Path, kernel_ms: list[Any]) -> None:
+    link = SimpleNamespace(ask=lambda op, **f: {"shares": [0.9], "kernel_ms": kernel_ms})
+    with pytest.raises(ChannelBroken):
+        kernel_share.kernel_share(link, {}, _spec(tmp_path), [])  # type: ignore[arg-type]
+
+
+def test_the_kernel_time_alone_is_profiled_under_the_timing_lock(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    runner = FakeRunner(lambda: 0.9, Path(spec.timing_lock or ""))
+    assert kernel_share.kernel_ms_alone(SimpleNamespace(ask=runner.ask), {}, spec, []) == 0.5  # type: ignore[arg-type]
+    assert runner.asked == [(1, True)]

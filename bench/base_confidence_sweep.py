@@ -82,7 +82,7 @@ def masked_share_if_copying(rows: list[dict], copied: list[list[bool]]) -> float
         p = [None if i < k else (1.0 if flags[i] else row["p"][i]) for i in range(n)]
         frames.append(pl.DataFrame({"sample": [sample] * n, "pos": list(range(n)), "p": p, "c": row["sensitive"],
                                     "completion": [i >= k for i in range(n)]}, schema_overrides={"p": pl.Float64}))
-    t = token_weights(pl.concat(frames).lazy(), CusetParams()).collect()
+    t = token_weights(pl.concat(frames).lazy(), CusetParams(mask_target="confident")).collect()
     return float(t["masked"].sum() / t["completion"].sum())
 
 

@@ -41,7 +41,7 @@ from kernelwright.curation.weights import CusetParams, sample_weights, token_wei
 
 KINDS = ["barrier", "shared_decl", "thread_index", "global_access", "bounds_guard", "launch_config",
          "atomic", "warp_intrinsic", "launch_bounds", "memory_api"]
-PARAMS = CusetParams(alpha=1.5)  # alpha != 1 so that a_t is exercised
+PARAMS = CusetParams(alpha=1.5, mask_target="confident")  # reading A, as the loop below; alpha != 1: a_t exercised
 T = TypeVar("T")
 
 

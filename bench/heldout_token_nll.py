@@ -7,7 +7,7 @@
 token ids are the models' own); every MODEL is a trained checkpoint folder. For each, the mean
 negative log-likelihood (nats) of the completion tokens by teacher forcing, split by the curated
 `sensitive` flag (c_t); `nll_masked` is over the other tokens CuSeT's rule would mask there (the
-curated `loss_mask` is off: confident boilerplate), a subset of `nll_other`. With
+curated `loss_mask` under 1, hard or soft, by the reading the data was curated with), a subset of `nll_other`. With
 `--mlflow-parent-run-id`, each model's figures are logged as a child run `heldout-nll` of that run.
 """
 
@@ -38,7 +38,7 @@ def token_nll(model_dir: Path, data: pl.DataFrame) -> dict[str, float]:
             key = "sensitive" if row["sensitive"][t] else "other"
             sums[key] += nll[t - 1]
             counts[key] += 1
-            if key == "other" and not row["loss_mask"][t]:
+            if key == "other" and row["loss_mask"][t] < 1:
                 sums["masked"] += nll[t - 1]
                 counts["masked"] += 1
     return {f"nll_{k}": sums[k] / max(counts[k], 1) for k in sums} | {f"tokens_{k}": float(v)

@@ -1,7 +1,7 @@
 """`kernelwright`: one command over every stage.
 
-    kernelwright pipeline | synthesize | curate | train | evaluate | verify | serve | retrain | promote | schedule |
-                 mlflow-server [--help]
+    kernelwright pipeline | synthesize | curate | train | rl | evaluate | verify | serve | retrain | promote |
+                 schedule | base-model | mlflow-server [--help]
 
 Exit status: 0 success, 1 failure, 2 bad input, 3 no CUDA
 device where one is required. Errors print one clear line, never a traceback (set

@@ -77,9 +77,9 @@ def run_retrain(cfg: RetrainConfig, verifier: Verifier | None = None,
     check_curate_config(curate_config(cfg, Path(".")))  # bad input is refused before any store is touched
     if cfg.ray:
         import_ray()
-    problems = select_problems(cfg.suite, "test")
     store = Store.of(cfg)
     workdir = store.workdir
+    problems = select_problems(cfg.suite, "test", workdir)
     with retrain_lock(cfg.lock_uri, workdir, store.tracking_uri, cfg.registered_model) as held, \
             tracking_session(store):
         log.info("retrain holds the %s", held)

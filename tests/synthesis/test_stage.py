@@ -8,8 +8,8 @@ import pytest
 
 from kernelwright.cli import main
 from kernelwright.curation.config import CurateConfig
-from kernelwright.curation.stage import check_verified
 from kernelwright.curation.ingest import ingest
+from kernelwright.curation.stage import check_verified
 from kernelwright.errors import UsageError
 from kernelwright.synthesis.config import SynthesizeConfig
 from kernelwright.synthesis.stage import run_synthesize

@@ -3,7 +3,7 @@
 Layers, bottom up:
 - base: errors, atomic, config, workdir, tracking, prompting, code_norm;
 - shared: cuda (CUDA source tools), models, base_model (the pretrained base), seed, verifier, generation,
-  decontaminate, infill_format;
+  decontaminate, infill_format, checkpoints;
 - stages: synthesis, curation, training, evaluation, serving, rl;
 - orchestration: pipeline, cli (and later serve, retrain), which alone compose stages.
 
@@ -21,7 +21,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kernelwright"
 BASE = {"__init__", "errors", "atomic", "config", "workdir", "store", "tracking", "prompting", "code_norm"}
-SHARED = {"cuda", "models", "seed", "verifier", "generation", "decontaminate", "base_model", "infill_format"}
+SHARED = {"cuda", "models", "seed", "verifier", "generation", "decontaminate", "base_model", "infill_format",
+          "checkpoints"}
 STAGES = {"curation", "training", "evaluation", "serving", "synthesis", "rl"}
 ORCHESTRATION = {"pipeline", "cli", "serve", "retrain", "mlflow_server", "job_config"}
 RANK = {**dict.fromkeys(BASE, 0), **dict.fromkeys(SHARED, 1), **dict.fromkeys(STAGES, 2),

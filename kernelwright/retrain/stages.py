@@ -22,13 +22,14 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from kernelwright import atomic, job_config
+from kernelwright.checkpoints import RUN_ID_FILE
 from kernelwright.curation.config import CurateConfig
 from kernelwright.curation.stage import run_curate
 from kernelwright.retrain.config import RetrainConfig
 from kernelwright.retrain.watermark import Watermark
 from kernelwright.tracking import log_curated_dataset, stage_run
 from kernelwright.training.config import TrainConfig
-from kernelwright.training.resume import RUN_ID_FILE, resumable_run_id
+from kernelwright.training.resume import resumable_run_id
 from kernelwright.training.stage import run_train
 
 log = logging.getLogger(__name__)

@@ -11,31 +11,18 @@ import logging
 from pathlib import Path
 
 import mlflow
-from mlflow.exceptions import MlflowException
-from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
-from mlflow.tracking import MlflowClient
-from transformers import TrainerCallback
 
-from kernelwright import atomic
+from kernelwright.checkpoints import RUN_ID_FILE, last_complete_checkpoint, store_has_run
 from kernelwright.errors import UsageError
 from kernelwright.rl.config import RLConfig
 from kernelwright.workdir import resolve_workdir
 
 log = logging.getLogger(__name__)
-RUN_ID_FILE = "mlflow_run_id.txt"
 
 
 def out_dir(cfg: RLConfig) -> Path:
     """Checkpoints and final model: --out, else <workdir>/rl."""
     return Path(cfg.out) if cfg.out else resolve_workdir(cfg.workdir) / "rl"
-
-
-def last_complete_checkpoint(folder: Path) -> str | None:
-    """The newest checkpoint whose save finished (the trainer writes trainer_state.json last); a folder left
-    half-written by a kill is skipped."""
-    found = [(int(p.name.rsplit("-", 1)[1]), p) for p in folder.glob("checkpoint-*")
-             if p.name.rsplit("-", 1)[1].isdigit() and (p / "trainer_state.json").is_file()]
-    return str(max(found)[1]) if found else None
 
 
 def checkpoint_to_resume(cfg: RLConfig) -> str | None:
@@ -60,29 +47,8 @@ def resumable_run_id(cfg: RLConfig) -> str | None:
     """`resume_run_id`, if the current tracking store holds that run (active); else None, with a warning: training
     still resumes from the checkpoint, logged to a new run."""
     run_id = resume_run_id(cfg)
-    if run_id is None or _store_has_run(run_id):
+    if run_id is None or store_has_run(run_id):
         return run_id
     log.warning("%s holds checkpoints of MLflow run %s, which the tracking store %s does not hold: the run resumes "
                 "from the checkpoint, logged to a new MLflow run", out_dir(cfg), run_id, mlflow.get_tracking_uri())
     return None
-
-
-def _store_has_run(run_id: str) -> bool:
-    try:
-        return MlflowClient().get_run(run_id).info.lifecycle_stage == "active"
-    except MlflowException as exc:
-        if exc.error_code == ErrorCode.Name(RESOURCE_DOES_NOT_EXIST):
-            return False
-        raise
-
-
-class RunIdInCheckpoints(TrainerCallback):
-    """Writes the MLflow run id into every checkpoint folder (a copied checkpoint still names its run)."""
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-
-    def on_save(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        if state.is_world_process_zero and folder.is_dir():
-            atomic.write_text(folder / RUN_ID_FILE, self.run_id)

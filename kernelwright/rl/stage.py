@@ -32,6 +32,7 @@ from transformers import PreTrainedTokenizerBase, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from kernelwright import atomic
+from kernelwright.checkpoints import RUN_ID_FILE, RunIdInCheckpoints
 from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
 from kernelwright.models import load_base_model, load_model, load_tokenizer, resolve_ref
@@ -39,13 +40,7 @@ from kernelwright.rl.config import RLConfig
 from kernelwright.rl.curriculum import INFILL, curriculum_items, load_curriculum, rows
 from kernelwright.rl.judge_reward import JudgeReward
 from kernelwright.rl.judging import Judge, pick_judge, reward_mode
-from kernelwright.rl.resume import (
-    RUN_ID_FILE,
-    RunIdInCheckpoints,
-    checkpoint_to_resume,
-    out_dir,
-    resumable_run_id,
-)
+from kernelwright.rl.resume import checkpoint_to_resume, out_dir, resumable_run_id
 from kernelwright.store import Store
 from kernelwright.tracking import set_alias, tracking_session
 from kernelwright.workdir import resolve_workdir

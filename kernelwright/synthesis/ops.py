@@ -14,7 +14,7 @@ and as a CUDA expression (scalars as kernel arguments `s<j>`, broadcast elements
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 UNARY, SCALAR, BROADCAST = "unary", "scalar", "broadcast"
@@ -125,22 +125,30 @@ def torch_chain(chain: list[OpUse], x: str, row_view: Callable[[str], str] = lam
     return expr
 
 
+def _cuda_steps(chain: list[OpUse], load: Callable[[int, str], str],
+                scalar: Callable[[int], str]) -> Iterator[tuple[OpUse, str]]:
+    """Each op of the chain with its CUDA expression of `{x}` (parameters already named)."""
+    s = p = 0
+    for use in chain:
+        op = use.spec
+        if op.kind == SCALAR:
+            yield use, op.cuda.replace("{a}", scalar(s))
+            s += 1
+        elif op.kind == BROADCAST:
+            yield use, op.cuda.replace("{b}", load(p, use.axis))
+            p += 1
+        else:
+            yield use, op.cuda
+
+
 def cuda_chain(chain: list[OpUse], x: str, load: Callable[[int, str], str], scalar: Callable[[int], str]) -> str:
     """The chain as a CUDA float expression of the float variable `x`: `scalar(j)` names scalar j,
     `load(j, axis)` gives broadcast operand j's element as a float ("row": the element of this
     row, "col": of this column). Use the result once (it repeats `x` textually); a template that
     wants statements uses `cuda_statements`."""
-    expr, s, p = x, 0, 0
-    for use in chain:
-        op = use.spec
-        if op.kind == SCALAR:
-            expr = op.cuda.format(x=expr, a=scalar(s))
-            s += 1
-        elif op.kind == BROADCAST:
-            expr = op.cuda.format(x=expr, b=load(p, use.axis))
-            p += 1
-        else:
-            expr = op.cuda.format(x=expr)
+    expr = x
+    for _, step in _cuda_steps(chain, load, scalar):
+        expr = step.replace("{x}", expr)
     return expr
 
 
@@ -148,16 +156,4 @@ def cuda_statements(chain: list[OpUse], var: str, load: Callable[[int, str], str
                     scalar: Callable[[int], str]) -> list[str]:
     """The chain as CUDA statements updating the float variable `var` in place, one per op
     (`v = tanhf(v);`): readable, and the expression never grows."""
-    out, s, p = [], 0, 0
-    for use in chain:
-        op = use.spec
-        if op.kind == SCALAR:
-            rhs = op.cuda.format(x=var, a=scalar(s))
-            s += 1
-        elif op.kind == BROADCAST:
-            rhs = op.cuda.format(x=var, b=load(p, use.axis))
-            p += 1
-        else:
-            rhs = op.cuda.format(x=var)
-        out.append(f"{var} = {rhs};  // {use.op}")
-    return out
+    return [f"{var} = {step.replace('{x}', var)};  // {use.op}" for use, step in _cuda_steps(chain, load, scalar)]

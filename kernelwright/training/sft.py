@@ -10,9 +10,9 @@ from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import SFTConfig
 
+from kernelwright.checkpoints import RunIdInCheckpoints
 from kernelwright.training.config import TrainConfig
 from kernelwright.training.cuset_trainer import CusetCollator, CusetSFTTrainer, checkpointing_args
-from kernelwright.training.resume import RunIdInCheckpoints
 
 
 def build_trainer(cfg: TrainConfig, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,

@@ -15,11 +15,11 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
+from kernelwright.checkpoints import RUN_ID_FILE
 from kernelwright.evaluation import stage
 from kernelwright.evaluation.registry import CHAMPION, alias_version
 from kernelwright.retrain.job import run_retrain
 from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL
-from kernelwright.training.resume import RUN_ID_FILE
 from tests.retrain._doubles import honest_generations, tiny_retrain
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
+from kernelwright.checkpoints import RUN_ID_FILE, last_complete_checkpoint
 from kernelwright.errors import UsageError
 from kernelwright.infill_format import MARKER_RE
 from kernelwright.rl.config import RLConfig
 from kernelwright.rl.curriculum import curriculum_items, load_curriculum
 from kernelwright.rl.judging import JudgeItem
-from kernelwright.rl.resume import RUN_ID_FILE, last_complete_checkpoint
 from kernelwright.rl.stage import load_policy, rl_command, run_rl
 from kernelwright.store import Store
 from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL, tracking_session

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from kernelwright.checkpoints import last_complete_checkpoint
 from kernelwright.tracking import EXPERIMENT
-from kernelwright.training.resume import last_complete_checkpoint
 
 
 def _cli(*args: str) -> list[str]:

@@ -12,12 +12,12 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
+from kernelwright.checkpoints import RUN_ID_FILE
 from kernelwright.cli import main
 from kernelwright.config import parse_config
 from kernelwright.errors import UsageError
 from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL
 from kernelwright.training.config import TrainConfig
-from kernelwright.training.resume import RUN_ID_FILE
 from kernelwright.training.sft import _peft_config
 from kernelwright.training.stage import run_train, train_command
 

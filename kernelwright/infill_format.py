@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kernelwright import atomic
 from kernelwright.errors import UsageError
@@ -119,9 +121,10 @@ def _check_id(task_id: str) -> None:
         raise UsageError(f"infill task id {task_id!r} is not a plain file name (letters, digits, _ . -)")
 
 
-def write_infill(tasks: list[InfillTask], folder: Path) -> list[Path]:
+def write_infill(tasks: list[InfillTask], folder: Path, verified: Mapping[str, bool] | None = None) -> list[Path]:
     """Each task as `<folder>/<id>/{problem.py, partial.py, answer.cu, meta.json}`, each task folder moved
-    into place whole; the task folders, in order."""
+    into place whole; the task folders, in order. `verified` (by `task_id`): whether the source pair was
+    verified on a GPU, written to meta.json as `verified` (curation refuses unverified rows)."""
     ids = [t.id for t in tasks]
     if len(set(ids)) != len(ids):
         raise UsageError("infill task ids must be unique")
@@ -130,10 +133,12 @@ def write_infill(tasks: list[InfillTask], folder: Path) -> list[Path]:
     for task in tasks:
         _check_id(task.id)
         marker_kind(task.partial)
-        meta = {"id": task.id, "task_id": task.task_id, "kind": task.kind, "signature": task.signature,
-                "family": task.family}
+        meta: dict[str, Any] = {"id": task.id, "task_id": task.task_id, "kind": task.kind,
+                                "signature": task.signature, "family": task.family}
+        if verified is not None and task.task_id in verified:
+            meta["verified"] = bool(verified[task.task_id])
 
-        def fill(tmp: Path, task: InfillTask = task, meta: dict[str, str] = meta) -> None:
+        def fill(tmp: Path, task: InfillTask = task, meta: dict[str, Any] = meta) -> None:
             for name, text in ((PROBLEM_FILE, task.reference), (PARTIAL_FILE, task.partial),
                                (ANSWER_FILE, task.answer)):
                 with open(tmp / name, "w", encoding="utf-8", newline="") as f:

@@ -271,3 +271,19 @@ def completion_spans(completion: str) -> SpanResult:
     result = python_file_spans(code)
     result.spans = [Span(s.start + offset, s.end + offset, s.kind) for s in result.spans]
     return result
+
+
+def cuda_spans(cuda: str, before: str = "", after: str = "") -> SpanResult:
+    """Spans of raw CUDA text (not a Python file: an infill answer, say), in character offsets of `cuda`.
+
+    `before` and `after` are the CUDA source around the text where it goes (the rest of its kernel and
+    file): they are parsed with it, so that what depends on context is found (a bounds guard or a
+    pointer access is one only inside a kernel). Spans are clipped to `cuda`; those outside it dropped.
+    """
+    result = SpanResult(cuda_strings=1)
+    lo, hi = len(before), len(before) + len(cuda)
+    for s in cuda_source_spans(before + cuda + after, result):
+        if s.start < hi and s.end > lo:
+            result.spans.append(Span(max(s.start, lo) - lo, min(s.end, hi) - lo, s.kind))
+    result.spans.sort(key=lambda s: (s.start, s.end))
+    return result

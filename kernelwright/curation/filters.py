@@ -13,6 +13,10 @@ Cheap to expensive; a sample is removed by the first filter it fails, under that
 5. near_duplicate: MinHash/LSH Jaccard of code shingles over a threshold (`near_dup`);
 6. nvrtc_error: the device code does not compile with NVRTC (`nvrtc_filter`, cached);
 (7. too_long, in `stage.curate_samples`: over the token limit in the target tokenizer.)
+An infill row (a `partial` solution and a fenced CUDA answer) is checked as the file the answer makes
+spliced into its partial (`solution_code`): the static checks, the kernel, NVRTC and the duplicate
+filters see that file; duplicates are looked for among rows of one kind (whole files; infill rows of
+one region kind), as an infill row and the pair it came from are different training tasks.
 Rows that failed to parse at ingestion are `parse_errors`. Besides the removals, `flagged`
 records every sample each static check and the decontamination flag, whichever filter removed
 it: an audit of the corpus, not a second count.
@@ -34,8 +38,9 @@ from kernelwright.cuda.nvrtc.program import DEFAULT_ARCH
 from kernelwright.cuda.spans import cuda_source_of
 from kernelwright.cuda.static_checks import StaticReport, check_source
 from kernelwright.cuda.torch_calls import TorchCallScan, scan_candidate
-from kernelwright.curation.near_dup import near_duplicates
+from kernelwright.curation.near_dup import NearDuplicate, near_duplicates
 from kernelwright.errors import UsageError
+from kernelwright.infill_format import splice
 from kernelwright.prompting import extract_code
 
 log = logging.getLogger(__name__)
@@ -56,6 +61,18 @@ class HasCompletion(Protocol):
 
 S = TypeVar("S", bound=HasCompletion)
 Removals = dict[str, tuple[str, str]]  # id -> (reason, detail)
+
+
+def solution_code(sample: HasCompletion) -> str:
+    """The file a sample's completion gives: its fenced solution, or an infill answer spliced into the
+    sample's `partial` (an attribute only infill samples set)."""
+    partial = getattr(sample, "partial", None)
+    return splice(partial, sample.completion) if isinstance(partial, str) else extract_code(sample.completion)
+
+
+def _group(sample: HasCompletion) -> str:
+    """The rows a sample can duplicate: whole files (""), or infill rows of its region kind."""
+    return str(getattr(sample, "region_kind", None) or "") if getattr(sample, "partial", None) is not None else ""
 
 
 def _entry(ids: Sequence[str], details: Mapping[str, str]) -> dict:
@@ -120,7 +137,7 @@ def _exact_step(tokens: Mapping[str, list[str]]) -> Callable[[Sequence[S]], Remo
         seen: dict[str, str] = {}
         out: Removals = {}
         for s in samples:
-            key = hashlib.sha256(" ".join(tokens[s.id]).encode()).hexdigest()
+            key = hashlib.sha256((_group(s) + "\0" + " ".join(tokens[s.id])).encode()).hexdigest()
             if key in seen:
                 out[s.id] = ("exact_duplicate", f"same code as {seen[key]}")
             else:
@@ -168,8 +185,10 @@ def _near_dup_step(settings: FilterSettings, tokens: Mapping[str, list[str]]) ->
     def step(samples: Sequence[S]) -> Removals:
         if settings.near_dup_threshold > 1:
             return {}
-        found = near_duplicates([(s.id, tokens[s.id]) for s in samples], settings.near_dup_threshold,
-                                settings.shingle, settings.num_perm)
+        found: dict[str, NearDuplicate] = {}
+        for group in dict.fromkeys(_group(s) for s in samples):
+            found |= near_duplicates([(s.id, tokens[s.id]) for s in samples if _group(s) == group],
+                                     settings.near_dup_threshold, settings.shingle, settings.num_perm)
         return {k: ("near_duplicate", f"~{d.of} (Jaccard {d.jaccard:.2f})") for k, d in found.items()}
     return step
 
@@ -201,7 +220,7 @@ def run_filters(samples: Sequence[S], settings: FilterSettings, contaminated: Ma
     report = report if report is not None else FilterReport(input_rows=len(samples))
     for reason in REASONS:
         report.removed.setdefault(reason, [])
-    codes = {s.id: extract_code(s.completion) for s in samples}
+    codes = {s.id: solution_code(s) for s in samples}
     tokens = {k: code_tokens(code) for k, code in codes.items()}  # exact and near duplicates compare these
     reports, scans = _scan_static(codes, settings, report)
     contaminated = contaminated or {}

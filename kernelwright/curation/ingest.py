@@ -9,6 +9,12 @@ Inputs (each `--input PATH`, any mix):
   `state.json`; every split of a DatasetDict is read, the split goes to `meta`);
 - the bundled seed layout: a folder of `<id>/{reference.py,solution.py,meta.json}` (or a folder
   holding such a `tasks/` folder);
+- infill tasks (`kernelwright synthesize`'s `<out>/infill/train`): a folder of `<id>/` folders holding
+  `partial.py` and `answer.cu` (`infill_format`), one such task folder, or a folder of split folders
+  of them (every split is read, the split goes to `meta`). One row per task: the prompt is the
+  reference, the completion the fenced CUDA answer (`infill_format.answer_text`), and `meta` holds
+  `task_kind: "infill"`, `region_kind` and the `partial` solution (`infill_meta` reads them back),
+  with the task's meta.json (its `verified` included); `--map` does not apply to them;
 - a KernelBench-style folder of problem and solution files, in either of two layouts:
   `problems/<rel>.py` with `solutions/<rel>.py` (the same relative path, e.g.
   `level1/19_ReLU.py`), or pairs side by side, `<name>.py` with `<name>_solution.py`. A level
@@ -39,6 +45,7 @@ from typing import Any
 import polars as pl
 
 from kernelwright.errors import UsageError
+from kernelwright.infill_format import ANSWER_FILE, META_FILE, PARTIAL_FILE, answer_text, load_task
 from kernelwright.prompting import completion_text, extract_code
 
 log = logging.getLogger(__name__)
@@ -176,6 +183,61 @@ def _read_kernelbench(root: Path) -> Iterator[RawRow]:
         yield RawRow(n, {**fields, "prompt": _read_text(prob), "completion": _read_text(sol)})
 
 
+def _is_infill_task(folder: Path) -> bool:
+    return (folder / PARTIAL_FILE).is_file() and (folder / ANSWER_FILE).is_file()
+
+
+def _subdirs(folder: Path) -> list[Path]:
+    return sorted(d for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
+
+
+def _infill_task_dirs(root: Path) -> list[tuple[str | None, Path]]:
+    """(split, task folder) of an infill input: one task folder, a folder of them, or a folder of split folders."""
+    if _is_infill_task(root):
+        return [(None, root)]
+    dirs = _subdirs(root)
+    if any(_is_infill_task(d) for d in dirs):
+        return [(None, d) for d in dirs]
+    return [(d.name, t) for d in dirs if any(_is_infill_task(x) for x in _subdirs(d)) for t in _subdirs(d)]
+
+
+def _infill_row(split: str | None, folder: Path, source: str) -> dict[str, Any]:
+    """One infill task folder as a schema row (a `parse_error` where the folder is not a task)."""
+    row: dict[str, Any] = {**dict.fromkeys(SCHEMA), "id": folder.name, "source": source, "task_id": folder.name}
+    where = {"split": split} if split else {}
+    try:
+        task = load_task(folder)
+        meta = json.loads(_read_text(folder / META_FILE))
+    except (UsageError, json.JSONDecodeError) as exc:
+        return {**row, "meta": json.dumps({"task_kind": "infill", **where}), "parse_error": str(exc)}
+    info = {**{k: v for k, v in meta.items() if k not in ("id", "task_id", "kind")}, **where,
+            "task_kind": "infill", "region_kind": task.kind, "partial": task.partial}
+    return {**row, "id": task.id, "task_id": task.task_id, "category": task.family, "prompt": task.reference,
+            "completion": answer_text(task.answer), "meta": json.dumps(info, default=str, sort_keys=True),
+            "parse_error": None if task.answer.strip() else f"infill task {folder}: answer.cu is empty"}
+
+
+def infill_rows(root: Path, source: str) -> list[dict[str, Any]]:
+    """Every infill task under `root` (`_infill_task_dirs`) as a schema row, in folder order."""
+    found = _infill_task_dirs(root)
+    splits = sorted({s for s, _ in found if s and s != "train"})
+    if splits:
+        log.warning("%s: infill split(s) %s read as training rows too", root, ", ".join(splits))
+    return [_infill_row(split, folder, source) for split, folder in found]
+
+
+def infill_meta(meta: str | None) -> tuple[str, str] | None:
+    """(region kind, partial solution) of an ingested row whose meta says `task_kind: "infill"`; else None."""
+    try:
+        data = json.loads(meta) if meta else {}
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or data.get("task_kind") != "infill":
+        return None
+    kind, partial = data.get("region_kind"), data.get("partial")
+    return (kind, partial) if isinstance(kind, str) and isinstance(partial, str) else None
+
+
 def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
@@ -190,6 +252,9 @@ def detect_format(path: Path) -> str:
         if (path / "dataset_info.json").is_file() or (path / "state.json").is_file() \
                 or (path / "dataset_dict.json").is_file():
             return "hf"
+        if _is_infill_task(path) or any(_is_infill_task(d) or any(_is_infill_task(x) for x in _subdirs(d))
+                                        for d in _subdirs(path)):
+            return "infill"
         if (path / "tasks").is_dir() or any((d / "meta.json").is_file() for d in path.iterdir() if d.is_dir()):
             return "seed"
         if any(path.rglob("*.py")):
@@ -207,6 +272,8 @@ def read_raw(path: Path) -> tuple[str, list[RawRow]]:
     fmt = detect_format(path)
     if fmt == "seed":
         path = path / "tasks" if (path / "tasks").is_dir() else path
+    if fmt == "infill":
+        raise UsageError(f"{path} holds infill tasks: read them with `infill_rows`")
     readers = {"jsonl": _read_jsonl, "json": _read_json, "parquet": _read_frame, "csv": _read_frame,
                "hf": _read_hf, "seed": _read_seed, "kernelbench": _read_kernelbench}
     return fmt, list(readers[fmt](path))
@@ -289,8 +356,12 @@ def _unique_ids(frame: pl.DataFrame) -> pl.DataFrame:
 
 def ingest_one(path: Path, mapping: dict[str, str]) -> pl.DataFrame:
     """One input, normalised (rows that failed to parse included, with `parse_error` set)."""
-    fmt, raws = read_raw(path)
     source = path.stem if path.is_file() else path.name
+    if detect_format(path) == "infill":
+        rows = infill_rows(path, source)
+        log.info("ingested %s (infill): %d rows", path, len(rows))
+        return pl.DataFrame(rows, schema=SCHEMA)
+    fmt, raws = read_raw(path)
     columns = {c for r in raws for c in r.fields}
     if not raws:
         raise UsageError(f"{path} holds no rows")

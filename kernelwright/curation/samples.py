@@ -1,6 +1,9 @@
 """The corpus as samples, and samples as training rows: tokenised, p_t-scored, marked and weighted.
 
 `seed_corpus` and `samples_of` turn the bundled seed tasks or an ingested corpus into `Sample`s;
+an infill row (BiC-RL's first phase as SFT data) keeps its region kind and partial solution, its
+prompt is `infill_format.infill_messages` and its completion the fenced CUDA answer, whose spans
+are parsed as raw CUDA in the source around the marker (`infill_spans`).
 `curate_samples` tokenises them as training will, scores p_t with the base model (in resumable
 chunks), marks the CUDA-critical tokens (`sensitive`), weights them (`weights`) and assembles one
 row per sample.
@@ -17,14 +20,15 @@ import polars as pl
 from rich.progress import Progress
 from transformers import PreTrainedTokenizerBase
 
-from kernelwright.cuda.spans import completion_spans
+from kernelwright.cuda.spans import Span, SpanResult, completion_spans, cuda_spans, cuda_string_literals
 from kernelwright.curation.confidence import ConfidenceScorer, model_fingerprint, score_chunked
 from kernelwright.curation.config import CurateConfig
 from kernelwright.curation.filters import FilterReport
-from kernelwright.curation.ingest import FIELDS
+from kernelwright.curation.ingest import FIELDS, infill_meta
 from kernelwright.curation.sensitive import mark_sensitive
 from kernelwright.curation.weights import sample_weights, token_weights
 from kernelwright.errors import UsageError
+from kernelwright.infill_format import MARKER_RE, completion_code, infill_messages
 from kernelwright.prompting import completion_text, prompt_messages
 from kernelwright.seed import SeedTask, load_seed_tasks, split_tasks
 from kernelwright.workdir import resolve_workdir
@@ -37,7 +41,13 @@ class Sample:
     category: str
     source: str
     prompt: str  # the PyTorch reference
-    completion: str  # the assistant's answer text (fenced solution file)
+    completion: str  # the assistant's answer text (fenced solution file; an infill row's: the fenced CUDA answer)
+    region_kind: str | None = None  # an infill row's hidden region kind; None: a whole-file pair
+    partial: str | None = None  # an infill row's solution with the region replaced by the marker
+
+    @property
+    def task_kind(self) -> str:
+        return "solution" if self.partial is None else "infill"
 
 
 def seed_samples(split: str) -> list[Sample]:
@@ -54,9 +64,13 @@ def seed_samples(split: str) -> list[Sample]:
 def samples_of(corpus: pl.DataFrame) -> list[Sample]:
     """The usable rows of an ingested corpus (no parse error) as samples."""
     ok = corpus.filter(pl.col("parse_error").is_null())
-    return [Sample(id=r["id"], task_id=r["task_id"] or r["id"], category=r["category"] or "uncategorised",
-                   source=r["source"], prompt=r["prompt"], completion=r["completion"])
-            for r in ok.iter_rows(named=True)]
+    out = []
+    for r in ok.iter_rows(named=True):
+        kind, partial = infill_meta(r["meta"]) or (None, None)
+        out.append(Sample(id=r["id"], task_id=r["task_id"] or r["id"], category=r["category"] or "uncategorised",
+                          source=r["source"], prompt=r["prompt"], completion=r["completion"], region_kind=kind,
+                          partial=partial))
+    return out
 
 
 def seed_corpus(split: str) -> pl.DataFrame:
@@ -66,13 +80,40 @@ def seed_corpus(split: str) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={**dict.fromkeys(FIELDS, pl.Utf8), "meta": pl.Utf8, "parse_error": pl.Utf8})
 
 
+def sample_messages(sample: Sample) -> list[dict[str, str]]:
+    """The chat prompt of a sample: the reference (`prompt_messages`), or an infill row's reference and
+    partial solution (`infill_messages`)."""
+    if sample.partial is not None and sample.region_kind is not None:
+        return infill_messages(sample.prompt, sample.partial, sample.region_kind)
+    return prompt_messages(sample.prompt)
+
+
+def infill_spans(partial: str, completion: str) -> SpanResult:
+    """CUDA-critical spans of an infill completion, in its character offsets: the answer inside the fence
+    is parsed as raw CUDA (`cuda_spans`), between the CUDA source before and after the marker when the
+    marker sits in a CUDA string of `partial` (the kernel around it gives bounds guards and pointer accesses)."""
+    code = completion_code(completion)
+    fence = completion.find("```")
+    at = completion.find(code, fence + 3 if fence >= 0 else 0)
+    marker = MARKER_RE.search(partial)
+    if not code or at < 0 or marker is None:
+        return SpanResult()
+    spliced = partial[:marker.start()] + code + partial[marker.end():]
+    lo, hi = marker.start(), marker.start() + len(code)
+    around = next(((text[:lo - off], text[hi - off:]) for off, text in cuda_string_literals(spliced, SpanResult())
+                   if off <= lo and hi <= off + len(text)), ("", ""))
+    result = cuda_spans(code, *around)
+    result.spans = [Span(s.start + at, s.end + at, s.kind) for s in result.spans]
+    return result
+
+
 def tokenize_sample(tokenizer: PreTrainedTokenizerBase, sample: Sample) -> dict[str, Any]:
     """Token ids exactly as training sees them, plus completion token character offsets.
 
     The prompt is the chat template with the generation prompt; the completion is the rest of
     the rendered conversation (the answer and the template's end-of-turn tokens).
     """
-    messages = prompt_messages(sample.prompt)
+    messages = sample_messages(sample)
     prompt_text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     full = tokenizer.apply_chat_template(
         [*messages, {"role": "assistant", "content": sample.completion}], tokenize=False
@@ -111,7 +152,7 @@ def _span_frame(samples: list[Sample]) -> tuple[pl.DataFrame, dict[str, int]]:
     rows: dict[str, list] = {"sample": [], "s_start": [], "s_end": [], "kind": []}
     stats = {"cuda_strings": 0, "strings_skipped": 0, "macros_parsed": 0, "macros_unparsed": 0}
     for i, s in enumerate(samples):
-        res = completion_spans(s.completion)
+        res = completion_spans(s.completion) if s.partial is None else infill_spans(s.partial, s.completion)
         for key in stats:
             stats[key] += getattr(res, key)
         for sp in res.spans:
@@ -143,6 +184,8 @@ def assemble(tokens: pl.DataFrame, per_sample: pl.DataFrame, samples: list[Sampl
         "task_id": [s.task_id for s in samples],
         "category": [s.category for s in samples],
         "source": [s.source for s in samples],
+        "task_kind": [s.task_kind for s in samples],  # "solution" or "infill"
+        "region_kind": pl.Series([s.region_kind for s in samples], dtype=pl.Utf8),
         "input_ids": [t["prompt_ids"] + t["completion_ids"] for t in tokenized],
         "labels": [[-100] * len(t["prompt_ids"]) + t["completion_ids"] for t in tokenized],
         "prompt_len": [len(t["prompt_ids"]) for t in tokenized],

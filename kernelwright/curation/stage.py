@@ -7,9 +7,11 @@
 
 With `--input`, the inputs are read and normalised by `ingest` (written to `DIR/ingested.parquet`,
 parse failures included) and filtered by `filters` (`--decontaminate-against` folders feed the
-`contaminated` filter).
+`contaminated` filter, on the reference and the solution file: an infill row's answer spliced into
+its partial). `--input <synthesize out>/infill/train` takes infill tasks as rows (`task_kind` infill).
 
-Output `DIR/data.parquet`, one row per sample: input_ids, labels (-100 on the prompt),
+Output `DIR/data.parquet`, one row per sample: id, task_id, category, source, task_kind ("solution"
+or "infill") and region_kind (an infill row's), input_ids, labels (-100 on the prompt),
 token_weights (m_t * a_t), loss_mask (m_t), sample_weight, and the diagnostics p, sensitive,
 span_kind, region_id; `DIR/cuset.json` holds the constants, `DIR/report.json` the filter counts.
 
@@ -29,11 +31,12 @@ from rich.progress import Progress
 from kernelwright.base_model.choose import check_base_model, resolve_base_model
 from kernelwright.curation.config import CurateConfig
 from kernelwright.curation.filters import FilterReport, run_filters
-from kernelwright.curation.ingest import ingest, parse_map
+from kernelwright.curation.ingest import infill_meta, ingest, parse_map
 from kernelwright.curation.outputs import log_inputs, log_outputs, nothing_left, write_frame, write_outputs
 from kernelwright.curation.samples import curate_samples, samples_of, seed_corpus
 from kernelwright.decontaminate import build_index, contaminated
 from kernelwright.errors import UsageError
+from kernelwright.infill_format import splice
 from kernelwright.models import load_base_model, load_tokenizer
 from kernelwright.prompting import extract_code
 from kernelwright.workdir import resolve_workdir
@@ -46,9 +49,15 @@ def _contamination(cfg: CurateConfig, corpus: pl.DataFrame) -> dict[str, str]:
     if not cfg.decontaminate_against:
         return {}
     index = build_index(cfg.decontaminate_against, cfg.decontam_ngram)
-    texts = {r["id"]: [t for t in (r["prompt"], r["completion"] and extract_code(r["completion"])) if t]
+    texts = {r["id"]: [t for t in (r["prompt"], r["completion"] and _solution_text(r)) if t]
              for r in corpus.iter_rows(named=True)}
     return contaminated(index, texts, cfg.decontam_min_share)
+
+
+def _solution_text(row: dict) -> str:
+    """The solution file of an ingested row: its fenced completion, or an infill answer spliced into its partial."""
+    infill = infill_meta(row["meta"])
+    return splice(infill[1], row["completion"]) if infill else extract_code(row["completion"])
 
 
 def check_curate_config(cfg: CurateConfig) -> None:

@@ -88,7 +88,7 @@ def write_all(out: Path, cfg: SynthesizeConfig, decon: Decontamination, heldout:
             write_pair(tmp / "heldout_solutions", t, pair_meta(t, checks.get(t.id), provenance))
         write_heldout(tmp / "heldout", keep["heldout"])
         if cfg.infill:
-            infill_counts.update(write_infill_splits(tmp / "infill", keep))
+            infill_counts.update(write_infill_splits(tmp / "infill", keep, checks))
         if extra is not None:
             extra(tmp)
         frame.write_parquet(tmp / "pairs.parquet")
@@ -116,13 +116,16 @@ def write_folder(out: Path, fill: Any) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def write_infill_splits(folder: Path, keep: Mapping[str, Sequence[SynthTask]]) -> dict[str, int]:
+def write_infill_splits(folder: Path, keep: Mapping[str, Sequence[SynthTask]],
+                        checks: Mapping[str, PairCheck] | None = None) -> dict[str, int]:
+    """The infill tasks of the kept pairs, per split; each meta.json says `verified` as its pair's does."""
     from kernelwright.synthesis.infill import infill_tasks, write_infill
 
     counts: dict[str, int] = {}
     for split, tasks in keep.items():
         items = [it for t in tasks for it in infill_tasks(t.id, t.reference, t.solution, t.signature, t.family)]
-        write_infill(items, folder / split)
+        verified = {t.id: bool(pair_meta(t, (checks or {}).get(t.id), {})["verified"]) for t in tasks}
+        write_infill(items, folder / split, verified)
         counts[split] = len(items)
         counts |= {f"{split}.{k}": v for k, v in Counter(it.kind for it in items).items()}
     return counts

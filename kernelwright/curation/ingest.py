@@ -11,7 +11,8 @@ Inputs (each `--input PATH`, any mix):
   holding such a `tasks/` folder);
 - infill tasks (`kernelwright synthesize`'s `<out>/infill/train`): a folder of `<id>/` folders holding
   `partial.py` and `answer.cu` (`infill_format`), one such task folder, or a folder of split folders
-  of them (every split is read, the split goes to `meta`). One row per task: the prompt is the
+  of them (only its `train` split is read: held-out tasks are evaluation problems; the split goes to
+  `meta`). One row per task: the prompt is the
   reference, the completion the fenced CUDA answer (`infill_format.answer_text`), and `meta` holds
   `task_kind: "infill"`, `region_kind` and the `partial` solution (`infill_meta` reads them back),
   with the task's meta.json (its `verified` included); `--map` does not apply to them;
@@ -220,10 +221,11 @@ def _infill_row(split: str | None, folder: Path, source: str) -> dict[str, Any]:
 def infill_rows(root: Path, source: str) -> list[dict[str, Any]]:
     """Every infill task under `root` (`_infill_task_dirs`) as a schema row, in folder order."""
     found = _infill_task_dirs(root)
-    splits = sorted({s for s, _ in found if s and s != "train"})
-    if splits:
-        log.warning("%s: infill split(s) %s read as training rows too", root, ", ".join(splits))
-    return [_infill_row(split, folder, source) for split, folder in found]
+    skipped = sorted({s for s, _ in found if s and s != "train"})
+    if skipped:  # held-out infill tasks are evaluation problems: never training rows
+        log.warning("%s: infill split(s) %s left out (only a folder of split folders' train split is read)",
+                    root, ", ".join(skipped))
+    return [_infill_row(split, folder, source) for split, folder in found if not split or split == "train"]
 
 
 def infill_meta(meta: str | None) -> tuple[str, str] | None:

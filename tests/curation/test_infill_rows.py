@@ -62,8 +62,9 @@ def test_ingest_makes_one_row_per_infill_task(tmp_path: Path) -> None:
         assert meta["verified"] is True and meta["signature"] == task.signature
         assert (row["prompt"], row["completion"]) == (task.reference, answer_text(task.answer))
         assert (row["task_id"], row["category"]) == (task.task_id, task.family)
-    nested = ingest_one(tmp_path / "infill", {})  # a folder of split folders: the split goes to meta
-    assert nested.height == frame.height
+    write_infill(tasks[:2], tmp_path / "infill" / "heldout", verified={k: True for k in PAIRS})
+    nested = ingest_one(tmp_path / "infill", {})  # a folder of split folders: its train split, the split in meta
+    assert nested.height == frame.height  # the held-out tasks are never training rows
     assert {json.loads(m).get("split") for m in nested["meta"]} == {"train"}
 
 

@@ -1,20 +1,37 @@
-"""The plain-vs-CuSeT ablation table: means and spread across seeds, and whether CuSeT wins beyond it.
+"""The ablation table over training modes and held-out suites: means and spread across seeds, and
+whether each mode beats plain beyond it.
 
     PYTHONPATH=. .venv/bin/python bench/cuset_ablation.py WORKDIR [--json out.json] [--png out.png] \
         [--markdown out.md] [--tracking-uri URI]
 
-WORKDIR is what `scripts/ablation_gpu.sh` filled: `heldout_nll.json` (the token-level NLL of every
-trained version on the held-out seed tasks, CUDA-sensitive vs other tokens) and
-`evaluate-seed<S>-<mode>/results.json` (compile rate, fast_0, fast_1 and their own-kernel views).
-A version whose evaluation did not finish counts in the NLL rows and is left out of the others
-(each cell says over how many seeds it is). Per figure and mode: the mean, the sample standard
-deviation across seeds and the range; per seed, CuSeT minus plain. CuSeT "wins beyond the spread"
-on a figure only when its worst seed beats plain's best (lower NLL, higher rates), "loses beyond the
-spread" when the reverse holds, and neither otherwise.
+WORKDIR is what `scripts/ablation_gpu.sh` or `scripts/kernel_model_gpu.sh` filled:
+`evaluate-seed<S>-<mode>[-<suite>]/results.json` (a `.done` file marks a finished one) and, from the
+first, `heldout_nll.json` (the token-level NLL of every trained version on the held-out seed tasks,
+CUDA-sensitive vs other tokens). Modes and suites are read from the folder names: plain is the
+baseline, the order is plain, region, cuset, cusetA, then any other; a folder without a suite suffix
+belongs to the suite `seed` (the held-out seed tasks, as the NLL rows do), then come `synth`
+(held-out compositions), `infill` (held-out infill tasks) and any other.
+
+Rows per (suite, figure): the NLL figures, compile_rate, fast_0, fast_1, own.fast_0, own.fast_1 and,
+for infill suites, `infill.<kind>.compile_rate` and `.correct_rate` per region kind. Each cell holds
+every seed's value; per mode: the mean, the sample standard deviation across seeds, the range and
+what the figure is over (samples: `samples` or `infill.<kind>.n` summed over the seeds; tokens for
+the NLL rows). A version whose evaluation did not finish is left out of its rows.
+
+Per seed, each mode minus plain. A mode "wins beyond the spread" on a figure only when its worst
+seed beats plain's best (lower NLL, higher rates) and "loses beyond the spread" when the reverse
+holds, both only with at least two seeds on each side ("one seed: no spread" otherwise); else "within
+the spread" ("not compared" where one side has no value).
+
+Outputs: the markdown (stdout, `--markdown`) is one table per suite with a line per (figure, mode);
+`--json` a record per row (every seed's value and count, mean, sd, range, minus plain, verdicts);
+`--png` one panel per suite, a bar per mode at its mean and a dot per seed.
 
 With `--tracking-uri` (the ablation's store, e.g. sqlite:///WORKDIR/mlflow.db), one parent run
-`cuset-ablation` gets the table, the figure and the summary metrics, and the ablation's
-`train-ablation`, `heldout-nll`, `generate` and `evaluate` runs of that store become its children, so the
+`cuset-ablation` gets the table, the figure, metrics `<mode>.<name>.mean|std|count` and tags
+`result.<name>` (the modes beyond the spread) and `result.<mode>.<name>`, where <name> is the figure,
+prefixed `<suite>/` outside the suite `seed` (so the two-mode names stay); the store's top-level
+`train-ablation`, `train`, `heldout-nll`, `generate` and `evaluate` runs become its children, so the
 whole ablation sits under one run.
 """
 
@@ -24,21 +41,34 @@ import argparse
 import json
 import re
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-MODES = ("plain", "cuset")
+BASELINE = "plain"
+MODE_ORDER = ("plain", "region", "cuset", "cusetA")
+SUITE_ORDER = ("seed", "synth", "infill")
+OLD_SUITE = "seed"  # the suite of folders without a suffix, and of the NLL rows
+SUITE_NAMES = {"seed": "held-out seed tasks", "synth": "held-out compositions", "infill": "held-out infill tasks"}
 NLL_FIGURES = ("nll_sensitive", "nll_other", "nll_masked")  # nll_masked: absent from older runs
 EVAL_FIGURES = ("compile_rate", "fast_0", "fast_1", "own.fast_0", "own.fast_1")
+KIND_ORDER = ("index_guard", "reduction_loop", "smem_tiling", "launch_config")
+INFILL_FIGURES = ("compile_rate", "correct_rate")
 LOWER_IS_BETTER = set(NLL_FIGURES)
-SEED_MODE = re.compile(r"train-seed(\d+)/(plain|cuset)/final/?$")
+WINS, LOSES, WITHIN = "wins beyond the spread", "loses beyond the spread", "within the spread"
+ONE_SEED, NOT_COMPARED = "one seed: no spread", "not compared"
+SEED_MODE = re.compile(r"train-seed(\d+)/([^/]+)/final/?$")
+EVAL_DIR = re.compile(r"evaluate-seed(\d+)-([^-]+)(?:-([^-]+))?")
+INFILL_KEY = re.compile(r"infill\.([^.]+)\.(compile_rate|correct_rate)")
+COLOURS = {"plain": "#9bb7d4", "region": "#a8d5a2", "cuset": "#e0a36f", "cusetA": "#c9a0dc"}
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One figure of one mode across seeds."""
+    """One figure of one mode across seeds, and how many samples (or tokens) each seed's value is over."""
 
     values: dict[int, float]  # seed -> value
+    counts: dict[int, int] = field(default_factory=dict)  # seed -> samples (tokens for NLL) the value is over
 
     @property
     def mean(self) -> float | None:
@@ -48,55 +78,150 @@ class Cell:
     def std(self) -> float | None:
         return statistics.stdev(self.values.values()) if len(self.values) > 1 else None
 
+    @property
+    def low(self) -> float | None:
+        return min(self.values.values()) if self.values else None
+
+    @property
+    def high(self) -> float | None:
+        return max(self.values.values()) if self.values else None
+
+    @property
+    def count(self) -> int | None:
+        """Samples (tokens) over all seeds; None when a seed's count is unknown."""
+        return sum(self.counts.values()) if self.values and self.counts.keys() >= self.values.keys() else None
+
 
 @dataclass(frozen=True)
 class Row:
+    """One figure of one suite: every mode's cell, each mode minus plain per seed, and the verdicts."""
+
+    suite: str
     figure: str
-    plain: Cell
-    cuset: Cell
-    paired_diff: dict[int, float]  # seed -> cuset - plain, over seeds both have
-    verdict: str  # cuset wins / loses beyond the spread, or within the spread
+    unit: str  # what the counts count: samples or tokens
+    cells: dict[str, Cell]  # mode -> cell, in mode order
+    diffs: dict[str, dict[int, float]]  # mode -> seed -> mode - plain, over seeds both have (plain left out)
+    verdicts: dict[str, str]  # mode -> WINS, LOSES, WITHIN, ONE_SEED or NOT_COMPARED (plain left out)
+
+    @property
+    def name(self) -> str:
+        """The figure, prefixed by its suite except in the old layout's suite: `synth/compile_rate`."""
+        return self.figure if self.suite == OLD_SUITE else f"{self.suite}/{self.figure}"
+
+    @property
+    def plain(self) -> Cell:
+        return self.cells.get(BASELINE, Cell({}))
+
+    @property
+    def cuset(self) -> Cell:
+        return self.cells.get("cuset", Cell({}))
+
+    @property
+    def paired_diff(self) -> dict[int, float]:
+        return self.diffs.get("cuset", {})
+
+    @property
+    def verdict(self) -> str:
+        """CuSeT (reading B) against plain, as the two-mode table worded it."""
+        v = self.verdicts.get("cuset", NOT_COMPARED)
+        return f"cuset {v}" if v in (WINS, LOSES) else v
 
 
-def read_runs(workdir: Path) -> dict[str, dict[str, dict[int, float]]]:
-    """figure -> mode -> seed -> value, from heldout_nll.json and the finished evaluations."""
-    out: dict[str, dict[str, dict[int, float]]] = {f: {m: {} for m in MODES} for f in NLL_FIGURES + EVAL_FIGURES}
+Runs = dict[tuple[str, str], dict[str, Cell]]  # (suite, figure) -> mode -> cell
+
+
+def _ordered(names: set[str], order: tuple[str, ...]) -> list[str]:
+    return [n for n in order if n in names] + sorted(names - set(order))
+
+
+def _put(runs: Runs, suite: str, figure: str, mode: str, seed: int, value: float, count: float | None) -> None:
+    cell = runs.setdefault((suite, figure), {}).setdefault(mode, Cell({}))
+    cell.values[seed] = value
+    if count is not None:
+        cell.counts[seed] = int(count)
+
+
+def read_runs(workdir: Path) -> Runs:
+    """(suite, figure) -> mode -> cell, from heldout_nll.json and the finished evaluations."""
+    runs: Runs = {}
     nll_path = workdir / "heldout_nll.json"
     if nll_path.is_file():
         for model, figures in json.loads(nll_path.read_text()).items():
             match = SEED_MODE.search(model)
-            if match:
-                for f in NLL_FIGURES:
-                    if f in figures:
-                        out[f][match[2]][int(match[1])] = float(figures[f])
+            if match is None:
+                continue
+            for f in NLL_FIGURES:
+                if f in figures:
+                    tokens = figures.get(f.replace("nll_", "tokens_", 1))
+                    _put(runs, OLD_SUITE, f, match[2], int(match[1]), float(figures[f]), tokens)
     for results in sorted(workdir.glob("evaluate-seed*-*/results.json")):
-        match = re.fullmatch(r"evaluate-seed(\d+)-(plain|cuset)", results.parent.name)
-        if match and (results.parent / ".done").exists():
-            metrics = json.loads(results.read_text())["metrics"]
-            for f in EVAL_FIGURES:
-                if f in metrics:
-                    out[f][match[2]][int(match[1])] = float(metrics[f])
-    return out
+        match = EVAL_DIR.fullmatch(results.parent.name)
+        if not match or not (results.parent / ".done").exists():
+            continue
+        seed, mode, suite = int(match[1]), match[2], match[3] or OLD_SUITE
+        metrics = json.loads(results.read_text())["metrics"]
+        for f in EVAL_FIGURES:
+            if f in metrics:
+                _put(runs, suite, f, mode, seed, float(metrics[f]), metrics.get("samples"))
+        for key, value in metrics.items():
+            m = INFILL_KEY.fullmatch(key)
+            if m:
+                _put(runs, suite, key, mode, seed, float(value), metrics.get(f"infill.{m[1]}.n"))
+    return runs
 
 
-def compare(figure: str, plain: Cell, cuset: Cell) -> Row:
-    seeds = sorted(plain.values.keys() & cuset.values.keys())
-    diff = {s: cuset.values[s] - plain.values[s] for s in seeds}
+def _figure_order(suite_figures: set[str]) -> list[str]:
+    kinds = {m[1] for f in suite_figures if (m := INFILL_KEY.fullmatch(f))}
+    infill = [f"infill.{k}.{f}" for k in _ordered(kinds, KIND_ORDER) for f in INFILL_FIGURES]
+    return [f for f in (*NLL_FIGURES, *EVAL_FIGURES, *infill) if f in suite_figures]
+
+
+def judge(figure: str, mode: Cell, plain: Cell) -> str:
+    """WINS when the mode's worst seed beats plain's best, LOSES for the reverse (two seeds a side at least)."""
+    if not mode.values or not plain.values:
+        return NOT_COMPARED
+    if len(mode.values) < 2 or len(plain.values) < 2:
+        return ONE_SEED
     sign = -1.0 if figure in LOWER_IS_BETTER else 1.0  # sign * value: higher is better
-    verdict = "within the spread"
-    if plain.values and cuset.values:
-        c_scores, p_scores = [sign * v for v in cuset.values.values()], [sign * v for v in plain.values.values()]
-        if min(c_scores) > max(p_scores):
-            verdict = "cuset wins beyond the spread"
-        elif max(c_scores) < min(p_scores):
-            verdict = "cuset loses beyond the spread"
-    return Row(figure, plain, cuset, diff, verdict)
+    m_scores, p_scores = [sign * v for v in mode.values.values()], [sign * v for v in plain.values.values()]
+    if min(m_scores) > max(p_scores):
+        return WINS
+    if max(m_scores) < min(p_scores):
+        return LOSES
+    return WITHIN
+
+
+def compare(suite: str, figure: str, cells: dict[str, Cell]) -> Row:
+    """The row of one figure: modes in order, each mode minus plain per seed, each mode's verdict."""
+    ordered = {m: cells[m] for m in _ordered(set(cells), MODE_ORDER)}
+    plain = ordered.get(BASELINE, Cell({}))
+    diffs, verdicts = {}, {}
+    for mode, cell in ordered.items():
+        if mode != BASELINE:
+            seeds = sorted(cell.values.keys() & plain.values.keys())
+            diffs[mode] = {s: cell.values[s] - plain.values[s] for s in seeds}
+            verdicts[mode] = judge(figure, cell, plain)
+    return Row(suite, figure, "tokens" if figure in NLL_FIGURES else "samples", ordered, diffs, verdicts)
 
 
 def table(workdir: Path) -> list[Row]:
+    """Every (suite, figure) row that some mode has a value of, suites then figures in order."""
     runs = read_runs(workdir)
-    return [compare(f, Cell(runs[f]["plain"]), Cell(runs[f]["cuset"])) for f in NLL_FIGURES + EVAL_FIGURES
-            if runs[f]["plain"] or runs[f]["cuset"]]
+    rows = []
+    for suite in _ordered({s for s, _ in runs}, SUITE_ORDER):
+        for figure in _figure_order({f for s, f in runs if s == suite}):
+            cells = {m: c for m, c in runs[(suite, figure)].items() if c.values}
+            if cells:
+                rows.append(compare(suite, figure, cells))
+    return rows
+
+
+def suites(rows: list[Row]) -> list[str]:
+    return list(dict.fromkeys(r.suite for r in rows))
+
+
+def modes(rows: list[Row]) -> list[str]:
+    return _ordered({m for r in rows for m in r.cells}, MODE_ORDER)
 
 
 def _fmt(cell: Cell) -> str:
@@ -106,64 +231,121 @@ def _fmt(cell: Cell) -> str:
     return f"{cell.mean:.4f}{spread} (n={len(cell.values)})"
 
 
+def _range(cell: Cell) -> str:
+    return "-" if cell.low is None else f"{cell.low:.4f} - {cell.high:.4f}"
+
+
 def markdown(rows: list[Row]) -> str:
-    lines = ["| figure | plain: mean ± sd (seeds) | cuset: mean ± sd (seeds) | cuset - plain per seed | result |",
-             "| --- | --- | --- | --- | --- |"]
-    for r in rows:
-        diffs = ", ".join(f"s{s}: {d:+.4f}" for s, d in r.paired_diff.items()) or "-"
-        lines.append(f"| {r.figure} | {_fmt(r.plain)} | {_fmt(r.cuset)} | {diffs} | {r.verdict} |")
-    return "\n".join(lines) + "\n"
+    """One table per suite, a line per (figure, mode): mean ± sd over seeds, range, count, - plain, verdict."""
+    out = []
+    for suite in suites(rows):
+        out += [f"### {suite}: {SUITE_NAMES.get(suite, suite)}", "",
+                "| figure | mode | mean ± sd (seeds) | range over seeds | over | mode - plain per seed | vs plain |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        for r in (r for r in rows if r.suite == suite):
+            for mode, cell in r.cells.items():
+                over = "-" if cell.count is None else f"{cell.count} {r.unit}"
+                diffs = ", ".join(f"s{s}: {d:+.4f}" for s, d in r.diffs.get(mode, {}).items()) or "-"
+                verdict = "baseline" if mode == BASELINE else r.verdicts[mode]
+                figure = r.figure + (" (lower better)" if r.figure in LOWER_IS_BETTER else "")
+                out.append(f"| {figure} | {mode} | {_fmt(cell)} | {_range(cell)} | {over} | {diffs} | {verdict} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def record(r: Row) -> dict[str, Any]:
+    """A row as JSON: per mode every seed's value and count, mean, sd, range and total count."""
+    cells = {m: {"values": c.values, "counts": c.counts, "mean": c.mean, "std": c.std, "min": c.low, "max": c.high,
+                 "count": c.count} for m, c in r.cells.items()}
+    return {"suite": r.suite, "figure": r.figure, "unit": r.unit, "lower_is_better": r.figure in LOWER_IS_BETTER,
+            "modes": cells, "minus_plain": r.diffs, "vs_plain": r.verdicts}
 
 
 def plot(rows: list[Row], dest: Path) -> Path:
-    """One panel per figure: each seed's value per mode as a point, the mean as a bar."""
+    """One panel per suite: per figure, a bar per mode at its mean over seeds, each seed a dot."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
-    fig, axes = plt.subplots(1, len(rows), figsize=(2.2 * len(rows), 3.2), squeeze=False)
-    for ax, r in zip(axes[0], rows, strict=True):
-        for x, (mode, cell) in enumerate((("plain", r.plain), ("cuset", r.cuset))):
-            if cell.mean is not None:
-                ax.bar(x, cell.mean, color="#9bb7d4" if mode == "plain" else "#e0a36f", width=0.6)
-                ax.scatter([x] * len(cell.values), list(cell.values.values()), color="black", s=12, zorder=3)
-        if r.figure not in LOWER_IS_BETTER:  # rates: from 0, so that all-zero panels read as zero
-            top = max([*r.plain.values.values(), *r.cuset.values.values(), 0.0])
-            ax.set_ylim(0.0, max(0.1, 1.2 * top))
-        ax.set_xticks([0, 1], list(MODES))
-        ax.set_title(r.figure + (" (lower better)" if r.figure in LOWER_IS_BETTER else ""), fontsize=8)
-        ax.tick_params(labelsize=7)
-    fig.suptitle("plain vs CuSeT: bar = mean over seeds, dots = seeds", fontsize=9)
-    fig.tight_layout()
+    names, all_modes = suites(rows), modes(rows)
+    widest = max(sum(r.suite == s for r in rows) for s in names)
+    fig, axes = plt.subplots(len(names), 1, figsize=(max(6.0, 0.9 * widest + 1.5), 3.6 * len(names) + 0.4),
+                             squeeze=False)
+    for ax, suite in zip(axes[:, 0], names, strict=True):
+        suite_rows = [r for r in rows if r.suite == suite]
+        here = [m for m in all_modes if any(m in r.cells for r in suite_rows)]
+        width = 0.8 / len(here)
+        for j, mode in enumerate(here):
+            xs = [i + (j - (len(here) - 1) / 2) * width for i in range(len(suite_rows))]
+            cells = [r.cells.get(mode, Cell({})) for r in suite_rows]
+            ax.bar([x for x, c in zip(xs, cells, strict=True) if c.mean is not None],
+                   [c.mean for c in cells if c.mean is not None], width=width * 0.9,
+                   color=COLOURS.get(mode, "#bbbbbb"), edgecolor="#555555", linewidth=0.4)
+            for x, c in zip(xs, cells, strict=True):
+                ax.scatter([x] * len(c.values), list(c.values.values()), color="black", s=8, zorder=3)
+        top = max((v for r in suite_rows for c in r.cells.values() for v in c.values.values()), default=0.0)
+        ax.set_ylim(0.0, max(0.1, 1.1 * top))  # from 0, so that all-zero figures read as zero
+        labels = [r.figure.removeprefix("infill.") + (" (lower better)" if r.figure in LOWER_IS_BETTER else "")
+                  for r in suite_rows]
+        ax.set_xticks(range(len(suite_rows)), labels, rotation=35, ha="right", fontsize=7)
+        ax.set_xlim(-0.6, len(suite_rows) - 0.4)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_title(f"{suite}: {SUITE_NAMES.get(suite, suite)}", fontsize=9)
+    handles = [Patch(facecolor=COLOURS.get(m, "#bbbbbb"), edgecolor="#555555", label=m) for m in all_modes]
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.985 - 0.25 / fig.get_figheight()),
+               ncols=len(all_modes), fontsize=8, frameon=False)
+    fig.suptitle("training modes per held-out suite: bar = mean over seeds, dots = seeds", fontsize=9, y=0.995)
+    fig.tight_layout(rect=(0.0, 0.0, 1.0, 1.0 - 0.55 / fig.get_figheight()))
     dest.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(dest, dpi=110)
     plt.close(fig)
     return dest
 
 
+def summary(r: Row) -> str:
+    """The modes beyond the spread against plain (`cuset loses beyond the spread; region wins ...`), else
+    the verdict the modes share (WITHIN where they differ)."""
+    beyond = [f"{m} {v}" for m, v in r.verdicts.items() if v in (WINS, LOSES)]
+    if beyond:
+        return "; ".join(beyond)
+    rest = set(r.verdicts.values())
+    return rest.pop() if len(rest) == 1 else WITHIN if rest else NOT_COMPARED
+
+
+CHILD_RUNS = ("train-ablation", "train", "heldout-nll", "generate", "evaluate")
+
+
 def log_parent(rows: list[Row], tracking_uri: str, files: list[Path]) -> str:
-    """A `cuset-ablation` parent run with the summary; the store's ablation runs become its children."""
+    """A `cuset-ablation` parent run with the summary; the store's ablation runs become its children.
+
+    Metrics `<mode>.<name>.mean|std|count`, tags `result.<name>` (summary()) and `result.<mode>.<name>`
+    (the mode's verdict), where <name> is Row.name.
+    """
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri)
     client = mlflow.MlflowClient()
+    metrics: dict[str, float] = {}
+    tags: dict[str, str] = {}
+    for r in rows:
+        for mode, cell in r.cells.items():
+            for stat, value in (("mean", cell.mean), ("std", cell.std), ("count", cell.count)):
+                if value is not None:
+                    metrics[f"{mode}.{r.name}.{stat}"] = float(value)
+        tags[f"result.{r.name}"] = summary(r)
+        tags |= {f"result.{mode}.{r.name}": v for mode, v in r.verdicts.items()}
     with mlflow.start_run(run_name="cuset-ablation") as parent:
-        for r in rows:
-            for mode, cell in (("plain", r.plain), ("cuset", r.cuset)):
-                if cell.mean is not None:
-                    mlflow.log_metric(f"{mode}.{r.figure}.mean", cell.mean)
-                if cell.std is not None:
-                    mlflow.log_metric(f"{mode}.{r.figure}.std", cell.std)
-            mlflow.set_tag(f"result.{r.figure}", r.verdict)
+        mlflow.log_metrics(metrics)
+        mlflow.set_tags(tags)
         for f in files:
             mlflow.log_artifact(str(f))
         parent_id = parent.info.run_id
     for exp in client.search_experiments():
         for run in client.search_runs([exp.experiment_id]):
             top = "mlflow.parentRunId" not in run.data.tags
-            if top and run.info.run_id != parent_id and run.info.run_name in ("train-ablation", "heldout-nll",
-                                                                              "generate", "evaluate"):
+            if top and run.info.run_id != parent_id and run.info.run_name in CHILD_RUNS:
                 client.set_tag(run.info.run_id, "mlflow.parentRunId", parent_id)
     return parent_id
 
@@ -183,7 +365,7 @@ def main() -> None:
     print(text, end="")
     written: list[Path] = []
     if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
+        args.json.write_text(json.dumps([record(r) for r in rows], indent=1) + "\n")
         written.append(args.json)
     if args.markdown:
         args.markdown.write_text(text)

@@ -1,6 +1,8 @@
-"""The plain-vs-CuSeT ablation table (bench/cuset_ablation.py) on a work folder laid out like the
-GPU script's: seeds read from the paths, unfinished evaluations left out, the spread verdicts, and
-the one parent run the ablation's runs are nested under."""
+"""The ablation table (bench/cuset_ablation.py) on work folders laid out like the GPU scripts': the
+two-mode one of scripts/ablation_gpu.sh and the four modes x two suites of scripts/kernel_model_gpu.sh.
+Seeds, modes and suites read from the paths, unfinished evaluations left out, means, spread, counts
+and differences to plain, the spread verdicts, the outputs, and the one parent run the ablation's
+runs are nested under."""
 
 from __future__ import annotations
 
@@ -81,3 +83,147 @@ def test_heldout_nll_splits_masked_tokens_out_of_the_others(tiny_model_dir: Path
     per = torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none").tolist()
     assert got["nll_masked"] == pytest.approx((per[3] + per[6]) / 2, rel=1e-5)  # tokens 4 and 7
     assert got["nll_other"] == pytest.approx((per[3] + per[4] + per[6]) / 3, rel=1e-5)
+
+
+# four modes x two suites x two seeds, as scripts/kernel_model_gpu.sh lays them out: (synth, infill) figures
+SYNTH_RATE = {"plain": (0.2, 0.4), "region": (0.3, 0.3), "cuset": (0.5, 0.6), "cusetA": (0.0, 0.1)}  # per seed
+SAMPLES = (10, 12)  # per seed
+INFILL_CORRECT = {"plain": (0.5, 0.25), "region": (0.5, 0.5), "cuset": (0.75, 0.5), "cusetA": (0.0, 0.25)}
+KIND_N = {"launch_config": (4, 4), "index_guard": (2, 3)}  # per seed; launch_config sorts last of the known kinds
+
+
+def _results(folder: Path, metrics: dict[str, float], done: bool = True) -> None:
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({"metrics": metrics}))
+    if done:
+        (folder / ".done").touch()
+
+
+def _four_mode_workdir(tmp_path: Path) -> Path:
+    for mode in SYNTH_RATE:
+        for seed in (0, 1):
+            rate, n = SYNTH_RATE[mode][seed], SAMPLES[seed]
+            _results(tmp_path / f"evaluate-seed{seed}-{mode}-synth",
+                     {"compile_rate": rate, "fast_0": rate / 2, "fast_1": 0.0, "own.fast_0": rate / 4,
+                      "own.fast_1": 0.0, "samples": n, "cheat_rate": 0.0})
+            infill = {"compile_rate": 0.5, "fast_0": 0.1, "samples": sum(k[seed] for k in KIND_N.values())}
+            for kind, ns in KIND_N.items():
+                infill |= {f"infill.{kind}.n": ns[seed], f"infill.{kind}.compile_rate": 1.0,
+                           f"infill.{kind}.correct_rate": INFILL_CORRECT[mode][seed] if kind == "index_guard" else 0.0}
+            _results(tmp_path / f"evaluate-seed{seed}-{mode}-infill", infill)
+    _results(tmp_path / "evaluate-seed2-cuset-synth", {"compile_rate": 1.0, "samples": 10}, done=False)  # unfinished
+    return tmp_path
+
+
+def test_modes_and_suites_are_read_from_the_folders(tmp_path: Path) -> None:
+    rows = ablation.table(_four_mode_workdir(tmp_path))
+    assert ablation.suites(rows) == ["synth", "infill"]
+    assert ablation.modes(rows) == ["plain", "region", "cuset", "cusetA"]
+    assert [r.figure for r in rows if r.suite == "synth"] == ["compile_rate", "fast_0", "fast_1", "own.fast_0",
+                                                               "own.fast_1"]
+    assert [r.figure for r in rows if r.suite == "infill"] == [
+        "compile_rate", "fast_0", "infill.index_guard.compile_rate", "infill.index_guard.correct_rate",
+        "infill.launch_config.compile_rate", "infill.launch_config.correct_rate"]
+    assert all(list(r.cells) == ["plain", "region", "cuset", "cusetA"] for r in rows)
+    synth = {r.figure: r for r in rows if r.suite == "synth"}
+    assert synth["compile_rate"].cells["cuset"].values == {0: 0.5, 1: 0.6}  # the unfinished seed 2 is left out
+    assert synth["compile_rate"].name == "synth/compile_rate"
+
+
+def test_means_spread_and_differences_to_plain(tmp_path: Path) -> None:
+    rows = {(r.suite, r.figure): r for r in ablation.table(_four_mode_workdir(tmp_path))}
+    rate = rows[("synth", "compile_rate")]
+    plain = rate.cells["plain"]
+    assert plain.mean == pytest.approx(0.3)
+    assert plain.std == pytest.approx(0.1414214, rel=1e-6)  # sample sd of 0.2, 0.4
+    assert (plain.low, plain.high) == (0.2, 0.4)
+    assert rate.cells["region"].std == pytest.approx(0.0)
+    assert rate.diffs["cuset"] == pytest.approx({0: 0.3, 1: 0.2})
+    assert rate.diffs["cusetA"] == pytest.approx({0: -0.2, 1: -0.3})
+    assert "plain" not in rate.diffs
+    correct = rows[("infill", "infill.index_guard.correct_rate")]
+    assert correct.cells["cuset"].mean == pytest.approx(0.625)
+    assert correct.diffs["region"] == pytest.approx({0: 0.0, 1: 0.25})
+
+
+def test_each_mode_against_plain_beyond_the_spread(tmp_path: Path) -> None:
+    rows = {(r.suite, r.figure): r for r in ablation.table(_four_mode_workdir(tmp_path))}
+    rate = rows[("synth", "compile_rate")]
+    # cuset's worst seed (0.5) beats plain's best (0.4); cusetA's best (0.1) is below plain's worst (0.2);
+    # region's 0.3, 0.3 lie inside plain's 0.2-0.4
+    assert rate.verdicts == {"region": ablation.WITHIN, "cuset": ablation.WINS, "cusetA": ablation.LOSES}
+    assert rate.verdict == "cuset wins beyond the spread"
+    assert ablation.summary(rate) == "cuset wins beyond the spread; cusetA loses beyond the spread"
+    # index_guard correct: cuset 0.75, 0.5 vs plain 0.5, 0.25: its worst only ties plain's best
+    assert rows[("infill", "infill.index_guard.correct_rate")].verdicts["cuset"] == ablation.WITHIN
+    assert ablation.summary(rows[("synth", "fast_1")]) == ablation.WITHIN  # all equal
+
+
+def test_one_seed_or_no_baseline_is_no_verdict(tmp_path: Path) -> None:
+    _results(tmp_path / "evaluate-seed0-plain-synth", {"compile_rate": 0.1, "samples": 4})
+    _results(tmp_path / "evaluate-seed0-cuset-synth", {"compile_rate": 0.9, "samples": 4})
+    _results(tmp_path / "evaluate-seed0-wide-synth", {"compile_rate": 0.5, "samples": 4})
+    _results(tmp_path / "evaluate-seed0-region-infill", {"compile_rate": 0.5, "samples": 4})
+    rows = {(r.suite, r.figure): r for r in ablation.table(tmp_path)}
+    synth = rows[("synth", "compile_rate")]
+    assert list(synth.cells) == ["plain", "cuset", "wide"]  # a mode outside the known order comes last
+    assert synth.verdicts == {"cuset": ablation.ONE_SEED, "wide": ablation.ONE_SEED}
+    assert rows[("infill", "compile_rate")].verdicts == {"region": ablation.NOT_COMPARED}
+
+
+def test_counts_are_samples_summed_over_seeds(tmp_path: Path) -> None:
+    rows = {(r.suite, r.figure): r for r in ablation.table(_four_mode_workdir(tmp_path))}
+    assert rows[("synth", "compile_rate")].cells["cusetA"].count == 22  # 10 + 12
+    assert rows[("synth", "compile_rate")].cells["cusetA"].counts == {0: 10, 1: 12}
+    assert rows[("infill", "compile_rate")].cells["plain"].count == 13  # (4 + 2) + (4 + 3)
+    assert rows[("infill", "infill.index_guard.correct_rate")].cells["region"].count == 5  # 2 + 3
+    assert rows[("infill", "infill.launch_config.compile_rate")].cells["plain"].count == 8
+    text = ablation.markdown(list(rows.values()))
+    assert "### synth: held-out compositions" in text and "### infill: held-out infill tasks" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("| infill.index_guard.correct_rate | cuset |"))
+    assert "| 5 samples |" in line and "s0: +0.2500, s1: +0.2500" in line
+
+
+def test_old_layout_counts_tokens_and_keeps_its_names(tmp_path: Path) -> None:
+    work = _workdir(tmp_path)
+    nll = json.loads((work / "heldout_nll.json").read_text())
+    for figures in nll.values():
+        figures["tokens_sensitive"] = 100.0
+    (work / "heldout_nll.json").write_text(json.dumps(nll))
+    rows = {r.figure: r for r in ablation.table(work)}
+    assert {r.suite for r in rows.values()} == {"seed"}
+    assert rows["nll_sensitive"].name == "nll_sensitive"
+    assert rows["nll_sensitive"].cells["cuset"].count == 300  # three seeds' tokens
+    assert rows["nll_other"].cells["cuset"].count is None  # no token count recorded
+    assert rows["compile_rate"].cells["plain"].count is None  # old results.json without samples
+
+
+def test_outputs_and_parent_run_of_four_modes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    work = _four_mode_workdir(tmp_path / "work")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    for name in ("train-ablation", "train", "evaluate", "curate"):
+        with mlflow.start_run(run_name=name):
+            pass
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", ["cuset_ablation.py", str(work), "--json", str(out / "t.json"),
+                                      "--markdown", str(out / "t.md"), "--png", str(out / "t.png"),
+                                      "--tracking-uri", uri])
+    out.mkdir()
+    ablation.main()
+    records = json.loads((out / "t.json").read_text())
+    first = records[0]
+    assert (first["suite"], first["figure"], first["unit"]) == ("synth", "compile_rate", "samples")
+    assert first["modes"]["plain"]["count"] == 22 and first["vs_plain"]["cuset"] == ablation.WINS
+    assert (out / "t.md").read_text().count("| compile_rate | cusetA |") == 2  # one line per suite
+    assert (out / "t.png").read_bytes()[:4] == b"\x89PNG"
+    runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
+    parent = next(r for r in runs if r.info.run_name == "cuset-ablation")
+    nested = {r.info.run_name for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    assert nested == {"train-ablation", "train", "evaluate"}
+    tags, metrics = parent.data.tags, parent.data.metrics
+    assert tags["result.synth/compile_rate"] == "cuset wins beyond the spread; cusetA loses beyond the spread"
+    assert tags["result.region.synth/compile_rate"] == ablation.WITHIN
+    assert metrics["cusetA.synth/compile_rate.mean"] == pytest.approx(0.05)
+    assert metrics["region.infill/infill.index_guard.correct_rate.count"] == 5
+    assert {a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id)} == {"t.json", "t.md", "t.png"}

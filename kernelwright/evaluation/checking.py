@@ -19,6 +19,7 @@ from kernelwright.cuda.nvrtc.device import compile_many
 from kernelwright.cuda.spans import cuda_source_of
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.candidates import Candidate
+from kernelwright.infill_format import category_kind
 from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.verdict import Verdict
 from kernelwright.verifier.verify import read_inputs, source_warnings, static_verdict, with_warnings
@@ -64,6 +65,23 @@ def nvrtc_results(cands: Sequence[Candidate], cache_dir: Path | None = None) -> 
     return [next(it).ok if (s.strip() and "__global__" in s) else False for s in sources]
 
 
+def with_host_checks(cands: Sequence[Candidate], nvrtc: list[bool]) -> list[bool]:
+    """On a machine without a GPU, an infill candidate compiles only where its host code does too:
+    a hidden region may be host code (the launch configuration), which NVRTC's device compile never
+    sees, so an empty or garbled answer there would count as compiled. Whole-file candidates keep
+    NVRTC's answer (the compile rate's definition)."""
+    from kernelwright.cuda.compile_check import check_many
+
+    infill = [i for i, c in enumerate(cands) if c.path is not None and nvrtc[i] and category_kind(c.problem.category)]
+    if not infill:
+        return nvrtc
+    results = check_many([_source(cands[i]) for i in infill])
+    out = list(nvrtc)
+    for i, r in zip(infill, results, strict=True):
+        out[i] = r.ok
+    return out
+
+
 def pre_verdict(c: Candidate) -> Verdict | None:
     """The verdict reached without a GPU: a missing file, bad Python or a static rejection."""
     if c.path is None:
@@ -99,6 +117,8 @@ def check_candidates(cands: Sequence[Candidate], cfg: VerifyConfig, jobs: int, g
     """Rows in candidate order. `cfg` gives the protocol settings; problem/candidate are filled in; NVRTC's
     results are kept in `nvrtc_cache`."""
     nvrtc = nvrtc_results(cands, nvrtc_cache)
+    if not gpu:
+        nvrtc = with_host_checks(cands, nvrtc)
     pre = [pre_verdict(c) for c in cands]
     todo = [i for i, v in enumerate(pre) if v is None]
     verdicts: dict[int, Verdict] = {}

@@ -22,6 +22,13 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
+def pch_dir(tmp_path_factory) -> Path:
+    """One folder for torch's precompiled header of the host compile checks (built once, ~15-45 s), shared by
+    every test module that checks host code; $KW_TEST_PCH_DIR keeps it across runs."""
+    return Path(os.environ["KW_TEST_PCH_DIR"]) if os.environ.get("KW_TEST_PCH_DIR") else tmp_path_factory.mktemp("pch")
+
+
+@pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A tiny base model built once per test session from the seed corpus."""
     from kernelwright.models import TinyModelSpec, build_tiny_model

@@ -58,8 +58,8 @@ def _line_of(source: str, needle: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def settings(tmp_path_factory: pytest.TempPathFactory) -> CompileCheckSettings:
-    pch = Path(os.environ["KW_TEST_PCH_DIR"]) if os.environ.get("KW_TEST_PCH_DIR") else tmp_path_factory.mktemp("pch")
+def settings(tmp_path_factory: pytest.TempPathFactory, pch_dir: Path) -> CompileCheckSettings:
+    pch = pch_dir
     return CompileCheckSettings(cache_dir=tmp_path_factory.mktemp("cc"), pch_dir=pch, timeout_s=180, workers=2,
                                 host_frontend="libclang")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import math
-import os
 import random
 from pathlib import Path
 from typing import Any
@@ -100,8 +99,9 @@ def test_a_broken_solution_fails_the_device_compile(device_settings: CompileChec
     assert not check_many([broken], device_settings)[0].ok
 
 
-def test_one_solution_of_each_template_passes_the_host_compile(tmp_path_factory: pytest.TempPathFactory) -> None:
-    pch = Path(os.environ["KW_TEST_PCH_DIR"]) if os.environ.get("KW_TEST_PCH_DIR") else tmp_path_factory.mktemp("pch")
+def test_one_solution_of_each_template_passes_the_host_compile(tmp_path_factory: pytest.TempPathFactory,
+                                                              pch_dir: Path) -> None:
+    pch = pch_dir
     settings = CompileCheckSettings(cache_dir=tmp_path_factory.mktemp("host"), pch_dir=pch, workers=2, timeout_s=180,
                                     host_frontend="libclang")
     sample = list({t.template.rsplit("_", 1)[0]: t for t in TASKS}.values())  # one of each strategy

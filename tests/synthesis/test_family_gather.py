@@ -10,7 +10,6 @@ folder, or keeps it in $KW_TEST_PCH_DIR when that is set.
 from __future__ import annotations
 
 import ast
-import os
 import random
 from pathlib import Path
 from typing import Any
@@ -111,8 +110,9 @@ def test_solutions_pass_the_device_compile(device_settings: CompileCheckSettings
     assert not failed, failed[:2]
 
 
-def test_one_solution_of_each_template_passes_the_host_compile(tmp_path_factory: pytest.TempPathFactory) -> None:
-    pch = Path(os.environ["KW_TEST_PCH_DIR"]) if os.environ.get("KW_TEST_PCH_DIR") else tmp_path_factory.mktemp("pch")
+def test_one_solution_of_each_template_passes_the_host_compile(tmp_path_factory: pytest.TempPathFactory,
+                                                              pch_dir: Path) -> None:
+    pch = pch_dir
     settings = CompileCheckSettings(cache_dir=tmp_path_factory.mktemp("host"), pch_dir=pch, workers=2, timeout_s=180,
                                     host_frontend="libclang")
     # each strategy's kernels, and each kind's host code

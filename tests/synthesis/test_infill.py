@@ -7,7 +7,6 @@ temporary folder once, or kept in $KW_TEST_PCH_DIR when that is set).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -123,9 +122,10 @@ def test_a_written_folder_loads_back_the_same_tasks(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def settings(tmp_path_factory: pytest.TempPathFactory) -> tuple[CompileCheckSettings, CompileCheckSettings]:
+def settings(tmp_path_factory: pytest.TempPathFactory,
+             pch_dir: Path) -> tuple[CompileCheckSettings, CompileCheckSettings]:
     """(device stage only, both stages)."""
-    pch = Path(os.environ["KW_TEST_PCH_DIR"]) if os.environ.get("KW_TEST_PCH_DIR") else tmp_path_factory.mktemp("pch")
+    pch = pch_dir
     device = CompileCheckSettings(cache_dir=tmp_path_factory.mktemp("dev"), host=False, workers=2)
     both = CompileCheckSettings(cache_dir=tmp_path_factory.mktemp("cc"), pch_dir=pch, timeout_s=180, workers=2,
                                 host_frontend="libclang")

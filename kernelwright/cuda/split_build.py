@@ -99,6 +99,11 @@ def capture_load_inline(path: Path) -> dict[str, Any]:
     """The arguments of the first `load_inline` call of a module file ({} if there is none): the file
     is run with a `load_inline` that records them and stops it there (nothing is built). Keys:
     name, cpp, cuda (the sources as given) and kw (the other keyword arguments)."""
+    return capture_load_inline_source(path.read_text(), str(path))
+
+
+def capture_load_inline_source(source: str, filename: str = "<source>") -> dict[str, Any]:
+    """`capture_load_inline` of a module's source text."""
     import torch.utils.cpp_extension as ext
 
     got: dict[str, Any] = {}
@@ -110,7 +115,7 @@ def capture_load_inline(path: Path) -> dict[str, Any]:
     saved = ext.load_inline
     ext.load_inline = fake  # type: ignore[assignment]
     try:
-        exec(compile(path.read_text(), str(path), "exec"), {"__name__": "kw_capture"})  # noqa: S102
+        exec(compile(source, filename, "exec"), {"__name__": "kw_capture"})  # noqa: S102
     except _Captured:
         pass
     finally:

@@ -23,7 +23,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ from kernelwright.rl.reward import (
 from kernelwright.verifier.verdict import REASON_STATUS, Verdict
 
 log = logging.getLogger(__name__)
-PARTS = ("format", "compile", "correct", "speed", "penalty")
+PARTS = tuple(f.name for f in fields(RewardParts))
 SAMPLE_TEXT = 4000  # characters of a completion kept in the samples table
 NO_CODE = "the completion holds no code"
 

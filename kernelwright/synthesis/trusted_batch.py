@@ -78,31 +78,16 @@ class Captured:
 
 
 def capture(solution: str) -> Captured:
-    """Run the solution's module with a `load_inline` that records its arguments and stops there."""
-    import torch.utils.cpp_extension as ext
+    """The arguments of the solution's `load_inline` call (split_build.capture_load_inline_source)."""
+    from kernelwright.cuda.split_build import capture_load_inline_source
 
-    got: dict[str, Any] = {}
-
-    class _Stop(Exception):
-        pass
-
-    def fake(name: str, cpp_sources: Any, cuda_sources: Any = None, functions: Any = None, **kw: Any) -> Any:
-        got.update(cpp=cpp_sources, cuda=cuda_sources, functions=functions, kw=kw)
-        raise _Stop
-
-    saved = ext.load_inline
-    ext.load_inline = fake  # type: ignore[assignment]
-    try:
-        exec(compile(solution, "<solution>", "exec"), {"__name__": "kw_capture"})  # noqa: S102 (trusted)
-    except _Stop:
-        pass
-    finally:
-        ext.load_inline = saved
+    got = capture_load_inline_source(solution, "<solution>")
     if not got:
         raise ValueError("the solution calls no load_inline")
-    functions = got["functions"] or []
+    kw = got["kw"]
+    functions = kw.get("functions") or []
     names = tuple(functions) if not isinstance(functions, str) else (functions,)
-    return Captured(_joined(got["cpp"]), _joined(got["cuda"]), names, tuple(got["kw"].get("extra_cuda_cflags") or ()))
+    return Captured(_joined(got["cpp"]), _joined(got["cuda"]), names, tuple(kw.get("extra_cuda_cflags") or ()))
 
 
 def _joined(sources: Any) -> str:
@@ -147,9 +132,11 @@ def build_chunk(captured: Sequence[Captured], build_root: Path, light: bool = Fa
 Piece = tuple[list[int], Any | None, str, float]  # task indices, extension or None, error, build seconds
 
 
-def built_pieces(tasks: Sequence[SynthTask], build_root: Path, pch: bool = False) -> list[Piece]:
+def built_pieces(tasks: Sequence[SynthTask], build_root: Path,
+                 pch: bool = False) -> tuple[list[Piece], list[Captured | None]]:
     """Pieces of the chunk: all of it in one light build (`batch_sources`) where that builds, else
-    as written, else halves, down to single solutions whose error is kept."""
+    as written, else halves, down to single solutions whose error is kept; and each task's captured
+    `load_inline` arguments (None where its module failed before the call)."""
     caps: list[Captured | None] = []
     out: list[Piece] = []
     for i, t in enumerate(tasks):
@@ -173,18 +160,19 @@ def built_pieces(tasks: Sequence[SynthTask], build_root: Path, pch: bool = False
             if light:
                 pending.append(idx)
             elif len(idx) == 1:
-                out.append((idx, None, first_error(str(exc)), time.perf_counter() - start))
+                out.append((idx, None, build_error(exc), time.perf_counter() - start))
             else:
                 pending += [idx[: len(idx) // 2], idx[len(idx) // 2:]]
         light = False
-    return out
+    return out, caps
 
 
-def first_error(text: str) -> str:
-    for line in text.splitlines():
-        if "error" in line.lower() and "ninja" not in line.lower():
-            return line.strip()[:400]
-    return text.strip().splitlines()[-1][:400] if text.strip() else "build failed"
+def build_error(exc: BaseException) -> str:
+    """The failed build's stage and first error (verifier.build_failure), else the exception itself."""
+    from kernelwright.verifier.build_failure import build_failure
+
+    failure = build_failure(exc)
+    return failure.detail() if failure is not None else f"{type(exc).__name__}: {str(exc)[:400]}"
 
 
 def bound_module(solution: str, ext: Any, index: int, functions: Sequence[str]) -> types.ModuleType:
@@ -217,16 +205,17 @@ def check_chunk(tasks: Sequence[SynthTask], build_root: Path, time_share: float 
                 timing_lock: str | None = None, seeds: tuple[int, ...] = (0,), pch: bool = False) -> list[PairCheck]:
     """Build and check a chunk of tasks on this process's GPU."""
     results: dict[int, PairCheck] = {}
-    for idx, ext, error, build_s in built_pieces(tasks, build_root, pch):
+    pieces, caps = built_pieces(tasks, build_root, pch)
+    for idx, ext, error, build_s in pieces:
         for pos, i in enumerate(idx):
             t = tasks[i]
-            if ext is None:
+            captured = caps[i]
+            if ext is None or captured is None:
                 results[i] = PairCheck(t.id, "compile_error", error, build_s=build_s)
                 continue
             start = time.perf_counter()
             try:
-                functions = capture(t.solution).functions
-                check = check_task(t, bound_module(t.solution, ext, pos, functions), seeds,
+                check = check_task(t, bound_module(t.solution, ext, pos, captured.functions), seeds,
                                    timed_sample(t.id, time_share), timing_lock)
             except Exception as exc:  # noqa: BLE001 (a failing solution is this task's verdict)
                 check = PairCheck(t.id, "runtime_error", f"{type(exc).__name__}: {str(exc)[:300]}")

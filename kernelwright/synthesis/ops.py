@@ -14,7 +14,7 @@ and as a CUDA expression (scalars as kernel arguments `s<j>`, broadcast elements
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 UNARY, SCALAR, BROADCAST = "unary", "scalar", "broadcast"
@@ -106,22 +106,34 @@ def broadcast_axes(chain: list[OpUse]) -> list[str]:
     return [u.axis for u in chain if u.spec.kind == BROADCAST]
 
 
-def torch_chain(chain: list[OpUse], x: str, row_view: Callable[[str], str] = lambda p: f"{p}.unsqueeze(-1)") -> str:
-    """The chain as a PyTorch expression of `x`: scalars as `self.s<j>`, broadcast operands as
-    `p<j>` (a column vector as it is, a row vector through `row_view`, by default `p.unsqueeze(-1)`:
-    one value per row of a 2-D `x`)."""
-    expr, s, p = x, 0, 0
+def _row_operand(p: str) -> str:
+    return f"{p}.unsqueeze(-1)"
+
+
+def torch_steps(chain: Sequence[OpUse], first: int = 0,
+                row_view: Callable[[str], str] = _row_operand) -> Iterator[tuple[OpUse, str]]:
+    """Each op of the chain with its PyTorch expression of `{x}`: scalars as `self.s<first>`, ...,
+    broadcast operands as `p0`, `p1`, ... (a row vector through `row_view`)."""
+    s, p = first, 0
     for use in chain:
         op = use.spec
         if op.kind == SCALAR:
-            expr = op.torch.format(x=expr, a=f"self.s{s}")
+            yield use, op.torch.replace("{a}", f"self.s{s}")
             s += 1
         elif op.kind == BROADCAST:
-            operand = row_view(f"p{p}") if use.axis == "row" else f"p{p}"
-            expr = op.torch.format(x=expr, b=operand)
+            yield use, op.torch.replace("{b}", row_view(f"p{p}") if use.axis == "row" else f"p{p}")
             p += 1
         else:
-            expr = op.torch.format(x=expr)
+            yield use, op.torch
+
+
+def torch_chain(chain: list[OpUse], x: str, row_view: Callable[[str], str] = _row_operand) -> str:
+    """The chain as a PyTorch expression of `x`: scalars as `self.s<j>`, broadcast operands as
+    `p<j>` (a column vector as it is, a row vector through `row_view`, by default `p.unsqueeze(-1)`:
+    one value per row of a 2-D `x`)."""
+    expr = x
+    for _, step in torch_steps(chain, 0, row_view):
+        expr = step.replace("{x}", expr)
     return expr
 
 

@@ -20,7 +20,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kernelwright.synthesis.ops import BROADCAST, SCALAR, OpUse, cuda_statements, scalar_values
+from kernelwright.synthesis.ops import SCALAR, OpUse, cuda_statements, scalar_values, torch_steps
 from kernelwright.synthesis.style import CTYPES, CType, Names
 
 
@@ -63,18 +63,9 @@ def torch_lines(chain: Sequence[OpUse], var: str, src: str, first: int = 0,
     are `self.s<first>`, ... (a prologue and an epilogue of one task share one numbering), broadcast
     operands `p0`, `p1`, ... (a row vector through `row_view`, as in `ops.torch_chain`)."""
     lines: list[str] = []
-    s, p, prev = first, 0, src
-    for use in chain:
-        op = use.spec
-        if op.kind == SCALAR:
-            expr = op.torch.format(x=prev, a=f"self.s{s}")
-            s += 1
-        elif op.kind == BROADCAST:
-            expr = op.torch.format(x=prev, b=row_view(f"p{p}") if use.axis == "row" else f"p{p}")
-            p += 1
-        else:
-            expr = op.torch.format(x=prev)
-        lines.append(f"{var} = {expr}")
+    prev = src
+    for _, step in torch_steps(chain, first, row_view):
+        lines.append(f"{var} = {step.replace('{x}', prev)}")
         prev = var
     return lines
 

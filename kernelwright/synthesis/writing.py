@@ -1,13 +1,12 @@
 """The end of a synthesize run: keep the pairs that passed, write every layout, log the run to MLflow.
 
-The output folder is written whole into a sibling temporary folder and then swapped in, so a
-killed run leaves the previous output as it was.
+The output folder is written whole into a sibling temporary folder and then swapped in
+(`atomic.write_dir`), so a killed run leaves the previous output as it was.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from kernelwright import atomic
 from kernelwright.synthesis.config import SynthesizeConfig
 from kernelwright.synthesis.outputs import pair_meta, write_heldout, write_manifest, write_pair
 from kernelwright.synthesis.split import Decontamination
@@ -94,26 +94,12 @@ def write_all(out: Path, cfg: SynthesizeConfig, decon: Decontamination, heldout:
         frame.write_parquet(tmp / "pairs.parquet")
         write_manifest(tmp, manifest(cfg, decon, keep, frame, gpu, provenance, infill_counts))
 
-    write_folder(out, fill)
+    atomic.write_dir(out, fill)
     reasons = dict(Counter(r["reason"] for r in rows))
     result = SynthesizeResult(out=out, tasks=len(rows), train_kept=len(keep["train"]),
                               heldout_kept=len(keep["heldout"]), verified=gpu, reasons=reasons, infill=infill_counts)
     log_synthesize_run(out, cfg, frame, result, provenance)
     return result
-
-
-def write_folder(out: Path, fill: Any) -> None:
-    """`fill(tmp)` into a sibling temporary folder, then swapped in for `out`."""
-    tmp = out.with_name(f".{out.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    fill(tmp)
-    old = out.with_name(f".{out.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if out.exists():
-        out.rename(old)
-    tmp.rename(out)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def write_infill_splits(folder: Path, keep: Mapping[str, Sequence[SynthTask]],

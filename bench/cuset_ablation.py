@@ -7,10 +7,11 @@ whether each mode beats plain beyond it.
 WORKDIR is what `scripts/ablation_gpu.sh` or `scripts/kernel_model_gpu.sh` filled:
 `evaluate-seed<S>-<mode>[-<suite>]/results.json` (a `.done` file marks a finished one) and, from the
 first, `heldout_nll.json` (the token-level NLL of every trained version on the held-out seed tasks,
-CUDA-sensitive vs other tokens). Modes and suites are read from the folder names: plain is the
-baseline, the order is plain, region, cuset, cusetA, then any other; a folder without a suite suffix
-belongs to the suite `seed` (the held-out seed tasks, as the NLL rows do), then come `synth`
-(held-out compositions), `infill` (held-out infill tasks) and any other.
+CUDA-sensitive vs other tokens; `heldout_nll_<suite>.json` the same on another suite's held-out
+pairs). Modes and suites are read from the folder names: plain is the baseline, the order is
+plain, region, cuset, cusetA, then any other; a folder without a suite suffix belongs to the
+suite `seed` (the held-out seed tasks, as the NLL rows do), then come `synth` (held-out
+compositions), `infill` (held-out infill tasks) and any other.
 
 Rows per (suite, figure): the NLL figures, compile_rate, fast_0, fast_1, own.fast_0, own.fast_1 and,
 for infill suites, `infill.<kind>.compile_rate` and `.correct_rate` per region kind. Each cell holds
@@ -144,8 +145,8 @@ def _put(runs: Runs, suite: str, figure: str, mode: str, seed: int, value: float
 def read_runs(workdir: Path) -> Runs:
     """(suite, figure) -> mode -> cell, from heldout_nll.json and the finished evaluations."""
     runs: Runs = {}
-    nll_path = workdir / "heldout_nll.json"
-    if nll_path.is_file():
+    for nll_path in sorted(workdir.glob("heldout_nll*.json")):
+        suite = nll_path.stem.removeprefix("heldout_nll").removeprefix("_") or OLD_SUITE
         for model, figures in json.loads(nll_path.read_text()).items():
             match = SEED_MODE.search(model)
             if match is None:
@@ -153,7 +154,7 @@ def read_runs(workdir: Path) -> Runs:
             for f in NLL_FIGURES:
                 if f in figures:
                     tokens = figures.get(f.replace("nll_", "tokens_", 1))
-                    _put(runs, OLD_SUITE, f, match[2], int(match[1]), float(figures[f]), tokens)
+                    _put(runs, suite, f, match[2], int(match[1]), float(figures[f]), tokens)
     for results in sorted(workdir.glob("evaluate-seed*-*/results.json")):
         match = EVAL_DIR.fullmatch(results.parent.name)
         if not match or not (results.parent / ".done").exists():

@@ -4,26 +4,33 @@
 #     bash scripts/kernel_model_gpu.sh [WORKDIR]          # default WORKDIR: ./.kernelwright-model
 #
 # 1. pretrains the `small` base (PRETRAIN_MINUTES) on the installed packages' code (with the
-#    `corpus` extra's CUTLASS, CCCL and FlashInfer sources where they are installed);
-# 2. `kernelwright synthesize --tasks TASKS`: verified procedural pairs, the held-out compositions
-#    and the infill suites (trusted batches on this GPU);
+#    `corpus` extra's CUTLASS, CCCL and FlashInfer sources where they are installed), while
+# 2. `kernelwright synthesize --tasks TASKS` runs beside it (OVERLAP=1: its timed sample is off, since
+#    pretraining holds the GPU): verified procedural pairs, held-out compositions, infill suites;
 # 3. curates the seed corpus's training split, the synthesized training pairs and their infill tasks
 #    twice with that base:
 #    reading B (`--mask-target uncertain`, the default) and reading A (`--mask-target confident`);
-# 4. trains, for each seed in SEEDS: plain, region and cuset on reading B's data, cuset on reading
-#    A's (`train --ablation`), every version registered;
-# 5. evaluates every version on EVAL_PROBLEMS held-out compositions and EVAL_PROBLEMS held-out infill
-#    tasks (a fixed sample of each, the same for every version), SAMPLES candidates each, through
-#    the full judge: first all generations, then all checks (checks time one at a time across
-#    processes, so PARALLEL changes the wall clock only);
+# 4. trains, for each seed in SEEDS, each of MODES (PARALLEL at a time, TRAIN_BATCH samples a step):
+#    plain, region and cuset on reading B's data, cusetA (cuset on reading A's), each registered;
+# 5. evaluates every version as its registry version on EVAL_PROBLEMS held-out compositions and
+#    EVAL_PROBLEMS held-out infill tasks (a fixed sample of each, the same for every version), SAMPLES
+#    candidates each, through the full judge: first all generations, then all checks. The
+#    compositions' evaluations are gated one after another, so `champion` ends on the best version by
+#    the gate's rule (the first with a correct kernel is the first champion);
+#    The held-out NLL (sensitive, other and masked tokens) of every version on the sampled compositions'
+#    verified pairs (bench/heldout_token_nll.py);
 # 6. the table over seeds (bench/cuset_ablation.py reads every evaluate-* folder), under one
-#    `cuset-ablation` parent run in WORKDIR/mlflow.db.
+#    `cuset-ablation` parent run in WORKDIR/mlflow.db;
+# 7. the champion on the 13 held-out seed tasks (SEED_SAMPLES each); `kernelwright serve` with its
+#    defaults, and the compile pass rate of its answers to SERVE_PROBLEMS held-out compositions;
+# 8. with RL_STEPS > 0, `kernelwright rl` from the champion (its own MLflow run).
 # A step whose output is there is skipped, and pretraining, synthesis and training resume from their
 # checkpoints, so the recipe runs as several time-boxed calls on one host:
 #     PRETRAIN_MINUTES=6 timeout 580 bash scripts/kernel_model_gpu.sh W
-# Env: PRETRAIN_MINUTES (default 8), TASKS (3000), STEPS (600), SEEDS ("0 1 2"), SAMPLES (1),
-# EVAL_PROBLEMS (100), MAX_NEW_TOKENS (1536), EVAL_BATCH (64), PARALLEL (2), PYTHON,
-# SMOKE=1 (a CPU smoke run: tiny base, unverified pairs, NVRTC-only checks; never for figures).
+# Env: PRETRAIN_MINUTES (default 8), TASKS (3000), STEPS (600), SEEDS ("0 1 2"),
+# MODES ("plain region cuset cusetA"), SAMPLES (1), EVAL_PROBLEMS (100), MAX_NEW_TOKENS (1536),
+# EVAL_BATCH (64), TRAIN_BATCH (8), PARALLEL (2), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), RL_STEPS (0),
+# PYTHON, SMOKE=1 (a CPU smoke run: tiny base, unverified pairs, NVRTC-only checks; never for figures).
 set -euo pipefail
 
 WORKDIR="${1:-.kernelwright-model}"
@@ -36,12 +43,19 @@ EVAL_PROBLEMS="${EVAL_PROBLEMS:-100}"
 MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-1536}"
 EVAL_BATCH="${EVAL_BATCH:-64}"
 PARALLEL="${PARALLEL:-2}"
+MODES="${MODES:-plain region cuset cusetA}"
+OVERLAP="${OVERLAP:-1}"
+SEED_SAMPLES="${SEED_SAMPLES:-2}"
+SERVE_PROBLEMS="${SERVE_PROBLEMS:-20}"
+RL_STEPS="${RL_STEPS:-0}"
+TRAIN_BATCH="${TRAIN_BATCH:-8}"
 PY="${PYTHON:-.venv/bin/python}"
 KW="$PY -m kernelwright.cli"
 BASE="$WORKDIR/base"
 SYN="$WORKDIR/synthesize"
 export KERNELWRIGHT_WORKDIR="$WORKDIR"
 mkdir -p "$WORKDIR"
+export MLFLOW_TRACKING_URI="sqlite:///$(cd "$WORKDIR" && pwd)/mlflow.db"
 
 if [ "${SMOKE:-0}" = 1 ]; then
     SIZE=tiny; VERIFY=none; ALLOW=--allow-unverified
@@ -50,7 +64,13 @@ else
     SIZE=small; VERIFY=gpu; ALLOW=
 fi
 
+SYN_PID=
+if [ ! -e "$SYN/manifest.json" ] && [ "$OVERLAP" = 1 ] && [ "$VERIFY" = gpu ]; then
+    $KW synthesize --tasks "$TASKS" --verify gpu --time-share 0 --workdir "$WORKDIR" > "$WORKDIR/synthesize.log" 2>&1 &
+    SYN_PID=$!
+fi
 $KW base-model pretrain --size "$SIZE" --minutes "$PRETRAIN_MINUTES" --out "$BASE" --workdir "$WORKDIR"
+[ -z "$SYN_PID" ] || wait "$SYN_PID" || echo "synthesis beside pretraining failed (see $WORKDIR/synthesize.log): again alone"
 [ -e "$SYN/manifest.json" ] || $KW synthesize --tasks "$TASKS" --verify "$VERIFY" --workdir "$WORKDIR"
 
 # the evaluation samples: the same EVAL_PROBLEMS held-out compositions and infill tasks for every version
@@ -75,13 +95,13 @@ for t in split_tasks(load_seed_tasks())[0]:  # the seed corpus's training split:
     shutil.copytree(t.path, f"{sys.argv[1]}/{t.id}")
 PY
 
-for reading in uncertain confident; do
-    out="$WORKDIR/curated-$reading"
-    [ -e "$out/.done" ] && continue
+curate_reading() {  # uncertain (reading B) or confident (reading A)
+    local out="$WORKDIR/curated-$1"
+    [ -e "$out/.done" ] && return 0
     $KW curate --base-model "$BASE" --split train --input "$SYN/train" --input "$SYN/infill/train" --input "$WORKDIR/seed-train" \
-        --mask-target "$reading" $ALLOW --out "$out" --workdir "$WORKDIR"
+        --mask-target "$1" $ALLOW --out "$out" --workdir "$WORKDIR"
     touch "$out/.done"
-done
+}
 
 side_by_side() {  # FN ARG for each ARG, at most PARALLEL at a time; the first failure stops the script
     local fn="$1" arg
@@ -93,48 +113,122 @@ side_by_side() {  # FN ARG for each ARG, at most PARALLEL at a time; the first f
     while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n; done
 }
 
-train_seed() {  # SEED: plain, region, cuset on reading B's data; cuset on reading A's
-    local dir="$WORKDIR/train-seed$1"
-    [ -d "$dir/cuset/final" ] || $KW train --ablation plain,region,cuset --seed "$1" --base-model "$BASE" \
-        --data "$WORKDIR/curated-uncertain" --max-steps "$STEPS" --output-dir "$dir" --workdir "$WORKDIR"
-    [ -d "$dir/cusetA/final" ] || $KW train --weighting cuset --seed "$1" --base-model "$BASE" \
-        --data "$WORKDIR/curated-confident" --max-steps "$STEPS" --output-dir "$dir/cusetA" --workdir "$WORKDIR"
+curate_heldout() {  # the sampled held-out compositions' verified pairs, reading B: the held-out NLL's tokens
+    local out="$WORKDIR/curated-heldout" p
+    [ -e "$out/.done" ] && return 0
+    mkdir -p "$SYN/heldout_eval_solutions"
+    for p in "$SYN"/heldout_eval/*/*.py; do
+        [ -d "$SYN/heldout_eval_solutions/$(basename "$p" .py)" ] || cp -r "$SYN/heldout_solutions/$(basename "$p" .py)" "$SYN/heldout_eval_solutions/"
+    done
+    $KW curate --base-model "$BASE" --input "$SYN/heldout_eval_solutions" --mask-target uncertain $ALLOW \
+        --out "$out" --workdir "$WORKDIR"
+    touch "$out/.done"
+}
+
+READINGS=(uncertain)
+[[ " $MODES " == *" cusetA "* ]] && READINGS+=(confident)
+curate_heldout &
+HELDOUT_PID=$!
+side_by_side curate_reading "${READINGS[@]}"
+wait "$HELDOUT_PID"
+
+train_version() {  # SEED-MODE: plain, region or cuset on reading B's data; cusetA: cuset on reading A's
+    local seed="${1%%-*}" mode="${1#*-}" data="$WORKDIR/curated-uncertain" weighting
+    weighting="$mode"
+    if [ "$mode" = cusetA ]; then data="$WORKDIR/curated-confident"; weighting=cuset; fi
+    [ -d "$WORKDIR/train-seed$seed/$mode/final" ] || $KW train --weighting "$weighting" --seed "$seed" \
+        --base-model "$BASE" --data "$data" --max-steps "$STEPS" --per-device-train-batch-size "$TRAIN_BATCH" \
+        --output-dir "$WORKDIR/train-seed$seed/$mode" --workdir "$WORKDIR"
 }
 
 final_of() {  # SEED-MODE -> the trained model folder
-    local seed="${1%%-*}" mode="${1#*-}"
-    if [ "$mode" = cusetA ]; then echo "$WORKDIR/train-seed$seed/cusetA/final"; else
-        echo "$WORKDIR/train-seed$seed/$mode/final"; fi
+    echo "$WORKDIR/train-seed${1%%-*}/${1#*-}/final"
+}
+
+model_of() {  # SEED-MODE -> its registry version (models:/kernelwright-coder/N), else its folder
+    local final; final=$(final_of "$1")
+    "$PY" - "$(dirname "$final")" <<'PY' 2>/dev/null || echo "$final"
+import sys
+from pathlib import Path
+from mlflow import MlflowClient
+from kernelwright.checkpoints import RUN_ID_FILE
+run_id = (Path(sys.argv[1]) / RUN_ID_FILE).read_text().strip()
+print(f"models:/kernelwright-coder/{MlflowClient().get_run(run_id).data.tags['kw.registered_version']}")
+PY
 }
 
 generate_version() {  # SEED-MODE-SUITE
     local v="${1%-*}" suite="${1##*-}" out="$WORKDIR/evaluate-seed$1"
     { [ -e "$out/.done" ] || [ -e "$out/generations/generation.json" ]; } && return 0
-    $KW evaluate --model "$(final_of "$v")" --suite "$suite:heldout_eval" --generate-only --samples "$SAMPLES" \
+    $KW evaluate --model "$(model_of "$v")" --suite "$suite:heldout_eval" --generate-only --samples "$SAMPLES" \
         --temperature 0.7 --max-new-tokens "$MAX_NEW_TOKENS" --batch-size "$EVAL_BATCH" --seed "${v%%-*}" \
         --out "$out" --workdir "$WORKDIR"
 }
 
-check_version() {  # SEED-MODE-SUITE
-    local v="${1%-*}" suite="${1##*-}" out="$WORKDIR/evaluate-seed$1"
+check_version() {  # SEED-MODE-SUITE; only the compositions' evaluations gate
+    local v="${1%-*}" suite="${1##*-}" out="$WORKDIR/evaluate-seed$1" gate=--no-gate
     [ -e "$out/.done" ] && return 0
-    $KW evaluate --model "$(final_of "$v")" --suite "$suite:heldout_eval" --generations "$out/generations" \
-        --samples "$SAMPLES" --seed "${v%%-*}" --out "$out" --workdir "$WORKDIR"
+    [ "$suite" = synth ] && gate=
+    $KW evaluate --model "$(model_of "$v")" --suite "$suite:heldout_eval" --generations "$out/generations" \
+        --samples "$SAMPLES" --seed "${v%%-*}" $gate --out "$out" --workdir "$WORKDIR"
     touch "$out/.done"
 }
 
+check_in_turn() { local v; for v in "$@"; do check_version "$v"; done; }
+
 read -r -a SEED_LIST <<< "$SEEDS"
-side_by_side train_seed "${SEED_LIST[@]}"
+TRAINED=()
+for s in "${SEED_LIST[@]}"; do for m in $MODES; do TRAINED+=("$s-$m"); done; done
+side_by_side train_version "${TRAINED[@]}"
 VERSIONS=()
 for s in "${SEED_LIST[@]}"; do
-    for m in plain region cuset cusetA; do
+    for m in $MODES; do
         for suite in synth infill; do VERSIONS+=("$s-$m-$suite"); done
     done
 done
 side_by_side generate_version "${VERSIONS[@]}"
-side_by_side check_version "${VERSIONS[@]}"
+FINALS=()
+for v in "${TRAINED[@]}"; do FINALS+=("$(final_of "$v")"); done
+[ -e "$WORKDIR/heldout_nll_synth.json" ] || PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/heldout_token_nll.py \
+    --data "$WORKDIR/curated-heldout" "${FINALS[@]}" --json "$WORKDIR/heldout_nll_synth.json"
+SYNTH_CHECKS=() INFILL_CHECKS=()
+for v in "${VERSIONS[@]}"; do if [ "${v##*-}" = synth ]; then SYNTH_CHECKS+=("$v"); else INFILL_CHECKS+=("$v"); fi; done
+check_in_turn "${SYNTH_CHECKS[@]}" &  # one after another: each gate sees the champion the last one left
+SYNTH_PID=$!
+side_by_side check_version "${INFILL_CHECKS[@]}"
+wait "$SYNTH_PID"
 PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/cuset_ablation.py "$WORKDIR" \
     --json "$WORKDIR/cuset_ablation.json" --png "$WORKDIR/cuset_ablation.png" --markdown "$WORKDIR/cuset_ablation.md" \
     --tracking-uri "sqlite:///$(cd "$WORKDIR" && pwd)/mlflow.db" || \
     echo "the table: bench/cuset_ablation.py could not read these folders; the evaluate-* runs are in MLflow"
+
+CHAMPION="models:/kernelwright-coder@champion"
+if "$PY" -c "from mlflow import MlflowClient; MlflowClient().get_model_version_by_alias('kernelwright-coder', 'champion')" 2>/dev/null; then
+    out="$WORKDIR/champion-seed-heldout"
+    [ -e "$out/.done" ] || { $KW evaluate --model "$CHAMPION" --samples "$SEED_SAMPLES" --temperature 0.7 \
+        --max-new-tokens "$MAX_NEW_TOKENS" --batch-size "$EVAL_BATCH" --no-gate --out "$out" --workdir "$WORKDIR" && touch "$out/.done"; }
+    if [ ! -e "$WORKDIR/serve_compile_rate.json" ]; then
+        $KW serve > "$WORKDIR/serve.log" 2>&1 &  # every default: the champion of this work folder's registry
+        SERVE_PID=$!
+        "$PY" - <<'PY' || echo "the server did not get ready in 5 minutes: see $WORKDIR/serve.log"
+import time, urllib.request
+for _ in range(300):
+    try:
+        urllib.request.urlopen("http://127.0.0.1:8000/readyz", timeout=2)
+        break
+    except OSError:
+        time.sleep(1)
+else:
+    raise SystemExit(1)
+PY
+        $PY bench/serve_compile_rate.py --problems "$SYN/heldout" --count "$SERVE_PROBLEMS" \
+            --json "$WORKDIR/serve_compile_rate.json" || echo "the serve check failed: see $WORKDIR/serve.log"
+        kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null || true
+    fi
+    if [ "$RL_STEPS" -gt 0 ] && [ ! -e "$WORKDIR/rl/.done" ]; then
+        $KW rl --model "$CHAMPION" --data "$SYN" --steps "$RL_STEPS" --out "$WORKDIR/rl" --workdir "$WORKDIR" && touch "$WORKDIR/rl/.done"
+    fi
+else
+    echo "no version was promoted (no correct kernel on the held-out compositions): no champion to serve"
+fi
 echo "done: MLflow store $WORKDIR/mlflow.db (kernelwright mlflow-server --workdir $WORKDIR)"

@@ -1,0 +1,86 @@
+"""How many of a running kernel server's answers to held-out problems compile.
+
+    python bench/serve_compile_rate.py --url http://127.0.0.1:8000 --problems W/synthesize/heldout \
+        --count 20 --json OUT.json
+
+Sends `--count` held-out problems (a fixed sample of the `.py` problem files under `--problems`, seed 0)
+one at a time to `POST /v1/kernels/generate` with the server's own defaults (one candidate, its
+generation budget, its compile check and repair), and counts the answers whose first candidate
+compiles (`candidates[0].compile.ok`: NVRTC for the device code and the host check). The figure is the
+compile pass rate of what a client gets back; a request that fails (HTTP error, no candidate) counts
+as not compiling and is listed. No baseline: this is a quality figure, not a speed target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+
+def sample_problems(folder: Path, count: int, seed: int = 0) -> list[Path]:
+    problems = sorted(p for p in folder.rglob("*.py") if p.is_file())
+    if not problems:
+        raise SystemExit(f"no problem files (*.py) under {folder}")
+    return sorted(random.Random(seed).sample(problems, min(count, len(problems))))
+
+
+def post(url: str, body: dict[str, Any], timeout_s: float) -> tuple[int, dict[str, Any] | str]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")[:300]
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+        return 0, f"{type(exc).__name__}: {exc}"[:300]
+
+
+def ask(url: str, problem: Path, timeout_s: float) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    status, answer = post(url.rstrip("/") + "/v1/kernels/generate", {"reference_code": problem.read_text()},
+                          timeout_s)
+    row: dict[str, Any] = {"problem": problem.name, "status": status, "latency_s": time.perf_counter() - t0}
+    if status != 200 or not isinstance(answer, dict) or not answer.get("candidates"):
+        row.update(compiles=False, error=answer if isinstance(answer, str) else "no candidate")
+        return row
+    first = answer["candidates"][0]
+    compiled = first.get("compile") or {}
+    row.update(compiles=bool(compiled.get("ok")), repairs=first.get("repairs", 0),
+               device=(compiled.get("device") or {}).get("status"), host=(compiled.get("host") or {}).get("status"),
+               completion_tokens=answer.get("usage", {}).get("completion_tokens"), model=answer.get("model"))
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--url", default="http://127.0.0.1:8000", help="the server's base URL")
+    ap.add_argument("--problems", type=Path, required=True, help="folder of held-out KernelBench problem files")
+    ap.add_argument("--count", type=int, default=20, help="problems to send")
+    ap.add_argument("--timeout-s", type=float, default=600.0, help="per request, in seconds")
+    ap.add_argument("--json", type=Path, required=True, help="where the figures go")
+    args = ap.parse_args(argv)
+    rows = []
+    for i, problem in enumerate(sample_problems(args.problems, args.count), 1):
+        rows.append(ask(args.url, problem, args.timeout_s))
+        sys.stderr.write(f"[{i}/{args.count}] {problem.name}: compiles={rows[-1]['compiles']}\n")
+    compiled = sum(r["compiles"] for r in rows)
+    out = {"what": "compile pass rate of POST /v1/kernels/generate on held-out problems, server defaults",
+           "command": "python bench/serve_compile_rate.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "problems": len(rows), "compiled": compiled, "compile_rate": compiled / len(rows) if rows else 0.0,
+           "failed_requests": sum(r["status"] != 200 for r in rows), "rows": rows}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(out, indent=1))
+    sys.stdout.write(f"compile pass rate {compiled}/{len(rows)} = {out['compile_rate']:.2f}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

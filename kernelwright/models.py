@@ -90,13 +90,18 @@ def load_tokenizer(path: Path) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
+def placement(device: str | None = None) -> tuple[str, torch.dtype]:
+    """Where a loaded model goes and in what dtype: the GPU in bf16 where there is one, else the CPU in fp32."""
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return device, torch.bfloat16 if device.startswith("cuda") else torch.float32
+
+
 def load_base_model(path: Path, dtype: torch.dtype | None = None, device: str | None = None) -> PreTrainedModel:
     """Load a causal LM from a local folder (never from a hub): bf16 on a GPU, fp32 on a CPU."""
     if not (path / "config.json").is_file():
         raise UsageError(f"--base-model {path} is not a Hugging Face checkpoint folder (no config.json)")
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = dtype or (torch.bfloat16 if device.startswith("cuda") else torch.float32)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
+    device, default_dtype = placement(device)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or default_dtype, local_files_only=True)
     return model.to(device)
 
 
@@ -129,7 +134,8 @@ def resolve_ref(model: str) -> ModelRef:
 
 
 def load_model(ref: ModelRef) -> tuple[Any, Any]:
-    """(model, tokenizer) from a local folder or the registry; nothing is fetched from a hub."""
+    """(model, tokenizer) from a local folder or the registry; nothing is fetched from a hub. Either way the
+    model goes where `placement` says (MLflow's loader leaves a bare model on the CPU, even on a GPU host)."""
     if ref.version is None:
         path = Path(ref.uri)
         if not (path / "config.json").is_file():
@@ -138,4 +144,5 @@ def load_model(ref: ModelRef) -> tuple[Any, Any]:
     import mlflow.transformers
 
     parts = mlflow.transformers.load_model(ref.uri, return_type="components")  # type: ignore[attr-defined]
-    return parts["model"].eval(), parts["tokenizer"]
+    device, dtype = placement()
+    return parts["model"].to(device=device, dtype=dtype).eval(), parts["tokenizer"]

@@ -169,3 +169,22 @@ def test_preflight_names_the_scripted_backend(tmp_path: Path) -> None:
 def test_help_documents_the_scripted_backend_and_the_keys() -> None:
     text = " ".join(build_parser(ServeConfig, "kernelwright serve").format_help().split())
     assert "scripted:FILE.json" in text and "KERNELWRIGHT_API_KEYS" in text and "0: no limit" in text
+
+
+def test_a_registry_model_is_placed_like_a_folder_model(registered_micro: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLflow's loader leaves the model on the CPU in its saved dtype; `load_model` moves it where a folder model goes
+    (on a GPU host: the GPU in bf16), so serving and evaluating a registered version never run on the CPU."""
+    import mlflow
+    import torch
+
+    from kernelwright import models
+
+    monkeypatch.setattr(models, "placement", lambda device=None: ("cpu", torch.float64))
+    before = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(registered_micro)
+    try:
+        model, _ = models.load_model(models.resolve_ref("models:/kernelwright-coder@candidate"))
+    finally:
+        mlflow.set_tracking_uri(before)
+    assert {p.dtype for p in model.parameters()} == {torch.float64}
+    assert {p.device.type for p in model.parameters()} == {"cpu"}

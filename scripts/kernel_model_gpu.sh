@@ -28,7 +28,7 @@
 # checkpoints, so the recipe runs as several time-boxed calls on one host:
 #     PRETRAIN_MINUTES=6 timeout 580 bash scripts/kernel_model_gpu.sh W
 # Env: PRETRAIN_MINUTES (default 8), TASKS (3000), STEPS (600), SEEDS ("0 1 2"),
-# MODES ("plain region cuset cusetA"), SAMPLES (1), EVAL_PROBLEMS (100), MAX_NEW_TOKENS (1536),
+# MODES ("plain region cuset cusetA"), SAMPLES (1), EVAL_PROBLEMS (100), MAX_NEW_TOKENS (2048),
 # EVAL_BATCH (64), TRAIN_BATCH (8), PARALLEL (2), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), RL_STEPS (0),
 # PYTHON, SMOKE=1 (a CPU smoke run: tiny base, unverified pairs, NVRTC-only checks; never for figures).
 set -euo pipefail
@@ -40,7 +40,7 @@ STEPS="${STEPS:-600}"
 SEEDS="${SEEDS:-0 1 2}"
 SAMPLES="${SAMPLES:-1}"
 EVAL_PROBLEMS="${EVAL_PROBLEMS:-100}"
-MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-1536}"
+MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-2048}"
 EVAL_BATCH="${EVAL_BATCH:-64}"
 PARALLEL="${PARALLEL:-2}"
 MODES="${MODES:-plain region cuset cusetA}"

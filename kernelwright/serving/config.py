@@ -105,8 +105,9 @@ class ServeConfig:
     max_n: int = field(default=8, metadata={"help": "Most candidates (choices) one request may ask for (1-8)."})
     max_new_tokens: int = field(default=4096, metadata={
         "help": "Most new tokens one completion may ask for (1-4096)."})
-    default_max_new_tokens: int = field(default=1024, metadata={
-        "help": "New tokens per completion when a request does not say."})
+    default_max_new_tokens: int = field(default=2048, metadata={
+        "help": "New tokens per completion when a request does not say: 2048 holds 97%% of the synthesized and 99%% "
+                "of the seed solutions in the `small` base's tokens (1024 cut 60%% of them)."})
     max_code_chars: int = field(default=100_000, metadata={
         "help": "Longest reference_code, instruction, prompt or message text, in characters."})
     compile_workers: int = field(default=2, metadata={"help": "Compiles run at once for one request (1 or more)."})

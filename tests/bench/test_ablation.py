@@ -130,6 +130,21 @@ def test_modes_and_suites_are_read_from_the_folders(tmp_path: Path) -> None:
     assert synth["compile_rate"].name == "synth/compile_rate"
 
 
+def test_a_suites_heldout_nll_joins_that_suites_table(tmp_path: Path) -> None:
+    """`heldout_nll_synth.json` (the NLL on held-out compositions' pairs) sits in the synth table, before the
+    evaluation figures; the seed suite gets no rows from it."""
+    work = _four_mode_workdir(tmp_path)
+    nll = {f"W/train-seed{s}/{m}/final": {"nll_sensitive": 0.1 + s, "nll_other": 0.2, "tokens_sensitive": 7.0}
+           for s in (0, 1) for m in ("plain", "cuset")}
+    (work / "heldout_nll_synth.json").write_text(json.dumps(nll))
+    rows = ablation.table(work)
+    assert ablation.suites(rows) == ["synth", "infill"]
+    synth = [r for r in rows if r.suite == "synth"]
+    assert [r.figure for r in synth[:2]] == ["nll_sensitive", "nll_other"]
+    assert synth[0].cells["cuset"].values == {0: 0.1, 1: 1.1} and synth[0].name == "synth/nll_sensitive"
+    assert synth[0].unit == "tokens" and synth[0].cells["plain"].count == 14
+
+
 def test_means_spread_and_differences_to_plain(tmp_path: Path) -> None:
     rows = {(r.suite, r.figure): r for r in ablation.table(_four_mode_workdir(tmp_path))}
     rate = rows[("synth", "compile_rate")]

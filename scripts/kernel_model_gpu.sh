@@ -49,6 +49,7 @@ SEED_SAMPLES="${SEED_SAMPLES:-2}"
 SERVE_PROBLEMS="${SERVE_PROBLEMS:-20}"
 RL_STEPS="${RL_STEPS:-0}"
 TRAIN_BATCH="${TRAIN_BATCH:-8}"
+CHECK_JOBS=$(( $(nproc) / PARALLEL > 0 ? $(nproc) / PARALLEL : 1 ))  # judge workers per evaluation: the cores shared out
 PY="${PYTHON:-.venv/bin/python}"
 KW="$PY -m kernelwright.cli"
 BASE="$WORKDIR/base"
@@ -170,7 +171,7 @@ check_version() {  # SEED-MODE-SUITE; only the compositions' evaluations gate
     [ -e "$out/.done" ] && return 0
     [ "$suite" = synth ] && gate=
     $KW evaluate --model "$(model_of "$v")" --suite "$suite:heldout_eval" --generations "$out/generations" \
-        --samples "$SAMPLES" --seed "${v%%-*}" $gate --out "$out" --workdir "$WORKDIR"
+        --samples "$SAMPLES" --seed "${v%%-*}" --jobs "$CHECK_JOBS" $gate --out "$out" --workdir "$WORKDIR"
     touch "$out/.done"
 }
 

@@ -148,6 +148,7 @@ final_of() {  # SEED-MODE -> the trained model folder
 
 model_of() {  # SEED-MODE -> its registry version (models:/kernelwright-coder/N), else its folder
     local final; final=$(final_of "$1")
+    [ -e "$(dirname "$final")/mlflow_run_id.txt" ] || { echo "$final"; return 0; }  # trained without tracking
     "$PY" - "$(dirname "$final")" <<'PY' 2>/dev/null || echo "$final"
 import sys
 from pathlib import Path

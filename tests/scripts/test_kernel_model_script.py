@@ -1,0 +1,97 @@
+"""scripts/kernel_model_gpu.sh's order of work, with a stand-in interpreter that records each kernelwright
+command and writes what the real one would (the script's own Python snippets run for real): each mode
+trains on its reading's data, every generation ends before any check starts, the compositions' checks
+(the gated ones) run one after another while the infill checks run side by side without the gate, the
+judge's workers are the cores shared out, no champion means no serve step, and a second run redoes
+nothing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "kernel_model_gpu.sh"
+STAND_IN = r"""#!/usr/bin/env bash
+args=("$@")
+get() { local i; for ((i = 0; i < ${#args[@]}; i++)); do [ "${args[$i]}" = "$1" ] && echo "${args[$((i + 1))]}"; done; }
+log() { echo "$1 $2" >> "$LOG"; }
+case " $* " in
+    " - "*) exec "$REAL_PYTHON" "$@" ;;  # the script's own snippets
+    *" -c "*) exit 1 ;;  # the champion check: there is none
+    *" base-model pretrain "*) mkdir -p "$(get --out)"; log pretrain - ;;
+    *" synthesize "*) s="$(get --workdir)/synthesize"
+        for i in 1 2 3 4; do
+            mkdir -p "$s/heldout/elementwise" "$s/heldout_solutions/elementwise_$i" "$s/infill/heldout/t$i" "$s/train"
+            echo "x = $i" > "$s/heldout/elementwise/elementwise_$i.py"
+            echo "y = $i" > "$s/heldout_solutions/elementwise_$i/solution.py"
+        done
+        echo '{}' > "$s/manifest.json"; log synthesize - ;;
+    *" curate "*) mkdir -p "$(get --out)"; log curate "$(get --mask-target):$(basename "$(get --out)")" ;;
+    *" train "*) d="$(get --output-dir)"; log train-start "$(basename "$d"):$(basename "$(get --data)")"; sleep 0.2
+                 mkdir -p "$d/final"; log train-end "$(basename "$d")" ;;
+    *heldout_token_nll*) echo '{}' > "$(get --json)"; log nll - ;;
+    *" --generate-only "*) o="$(get --out)"; log gen-start "$(basename "$o")"; sleep 0.2
+                           mkdir -p "$o/generations"; echo '{}' > "$o/generations/generation.json"
+                           log gen-end "$(basename "$o")" ;;
+    *" --generations "*) o="$(get --out)"; g=gate; [[ " $* " == *" --no-gate "* ]] && g=no-gate
+                         log check-start "$(basename "$o"):$g:jobs=$(get --jobs)"; sleep 0.2
+                         echo '{}' > "$o/results.json"
+                         log check-end "$(basename "$o")" ;;
+    *cuset_ablation*) log table - ;;
+    *) echo "unexpected: $*" >&2; exit 3 ;;
+esac
+"""
+
+
+def _run(tmp_path: Path, workdir: Path, parallel: int) -> list[tuple[str, str]]:
+    python = tmp_path / "python"
+    python.write_text(STAND_IN)
+    python.chmod(0o755)
+    log = tmp_path / "calls.log"
+    log.unlink(missing_ok=True)
+    env = {**os.environ, "PYTHON": str(python), "REAL_PYTHON": sys.executable, "PARALLEL": str(parallel),
+           "LOG": str(log), "SMOKE": "1", "SEEDS": "0", "EVAL_PROBLEMS": "2", "PYTHONPATH": str(ROOT)}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    done = subprocess.run(["bash", str(SCRIPT), str(workdir)], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [(kind, arg) for kind, arg in (line.split(" ", 1) for line in lines)]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
+def test_the_recipes_order_of_work_gating_and_resumption(tmp_path: Path) -> None:
+    workdir = tmp_path / "model work"
+    calls = _run(tmp_path, workdir, parallel=3)
+    kinds = [k for k, _ in calls]
+    args = dict.fromkeys(kinds)
+    assert sorted(a for k, a in calls if k == "curate") == ["confident:curated-confident",
+                                                            "uncertain:curated-heldout", "uncertain:curated-uncertain"]
+    assert sorted(a for k, a in calls if k == "train-start") == [
+        "cuset:curated-uncertain", "cusetA:curated-confident", "plain:curated-uncertain", "region:curated-uncertain"]
+    assert max(i for i, k in enumerate(kinds) if k == "train-end") < min(i for i, k in enumerate(kinds)
+                                                                         if k == "gen-start")
+    assert max(i for i, k in enumerate(kinds) if k == "gen-end") < min(i for i, k in enumerate(kinds)
+                                                                       if k == "check-start")
+    checks = [a for k, a in calls if k == "check-start"]
+    assert len(checks) == 8 and kinds.count("gen-start") == 8
+    jobs = max(1, int(subprocess.run(["nproc"], capture_output=True, text=True).stdout) // 3)
+    assert all(c.endswith(f":jobs={jobs}") for c in checks)
+    assert {c.split(":")[1] for c in checks if "-synth:" in c} == {"gate"}
+    assert {c.split(":")[1] for c in checks if "-infill:" in c} == {"no-gate"}
+    synth_running = 0
+    for kind, arg in calls:  # the gated checks never overlap: each gate sees the champion the last one left
+        if arg.split(":")[0].endswith("-synth"):
+            synth_running += {"check-start": 1, "check-end": -1}.get(kind, 0)
+            assert synth_running <= 1
+    assert (workdir / "synthesize" / "heldout_eval_solutions").is_dir()
+    assert (workdir / "evaluate-seed0-cusetA-infill" / "results.json").is_file()
+    assert "nll" in args and kinds[-1] == "table"  # no champion: no evaluation of it, no server
+    again = [k for k, _ in _run(tmp_path, workdir, parallel=3)]
+    assert again == ["pretrain", "table"]  # pretraining reuses its base itself; nothing else is redone

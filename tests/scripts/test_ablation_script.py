@@ -4,12 +4,12 @@ many at a time, a second run redoes nothing, and a work folder with a space in i
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.scripts.stand_in import run_with_stand_in
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "ablation_gpu.sh"
 STAND_IN = r"""#!/usr/bin/env bash
@@ -34,16 +34,7 @@ esac
 
 
 def _run(tmp_path: Path, workdir: Path, parallel: int) -> list[tuple[str, str]]:
-    python = tmp_path / "python"
-    python.write_text(STAND_IN)
-    python.chmod(0o755)
-    log = tmp_path / "calls.log"
-    log.unlink(missing_ok=True)
-    env = {**os.environ, "PYTHON": str(python), "PARALLEL": str(parallel), "LOG": str(log)}
-    done = subprocess.run(["bash", str(SCRIPT), str(workdir)], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [(kind, arg) for kind, arg in (line.split(" ", 1) for line in lines)]
+    return run_with_stand_in(SCRIPT, STAND_IN, tmp_path, workdir, {"PARALLEL": str(parallel)})
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")

@@ -7,13 +7,14 @@ nothing."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.scripts.stand_in import run_with_stand_in
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "kernel_model_gpu.sh"
@@ -50,19 +51,9 @@ esac
 
 
 def _run(tmp_path: Path, workdir: Path, parallel: int) -> list[tuple[str, str]]:
-    python = tmp_path / "python"
-    python.write_text(STAND_IN)
-    python.chmod(0o755)
-    log = tmp_path / "calls.log"
-    log.unlink(missing_ok=True)
-    env = {**os.environ, "PYTHON": str(python), "REAL_PYTHON": sys.executable, "PARALLEL": str(parallel),
-           "LOG": str(log), "SMOKE": "1", "SEEDS": "0", "EVAL_PROBLEMS": "2", "PYTHONPATH": str(ROOT)}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    done = subprocess.run(["bash", str(SCRIPT), str(workdir)], env=env, capture_output=True, text=True, timeout=300,
-                          cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [(kind, arg) for kind, arg in (line.split(" ", 1) for line in lines)]
+    env = {"REAL_PYTHON": sys.executable, "PARALLEL": str(parallel), "SMOKE": "1", "SEEDS": "0", "EVAL_PROBLEMS": "2",
+           "PYTHONPATH": str(ROOT)}
+    return run_with_stand_in(SCRIPT, STAND_IN, tmp_path, workdir, env, cwd=ROOT)
 
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")

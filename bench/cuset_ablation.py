@@ -319,7 +319,8 @@ CHILD_RUNS = ("train-ablation", "train", "heldout-nll", "generate", "evaluate")
 
 
 def log_parent(rows: list[Row], tracking_uri: str, files: list[Path]) -> str:
-    """A `cuset-ablation` parent run with the summary; the store's ablation runs become its children.
+    """A `cuset-ablation` parent run with the summary; the store's ablation runs become its children. A store
+    that has one already (an earlier table of the same recipe) gets it updated, so a rerun adds no second parent.
 
     Metrics `<mode>.<name>.mean|std|count`, tags `result.<name>` (summary()) and `result.<mode>.<name>`
     (the mode's verdict), where <name> is Row.name.
@@ -337,7 +338,10 @@ def log_parent(rows: list[Row], tracking_uri: str, files: list[Path]) -> str:
                     metrics[f"{mode}.{r.name}.{stat}"] = float(value)
         tags[f"result.{r.name}"] = summary(r)
         tags |= {f"result.{mode}.{r.name}": v for mode, v in r.verdicts.items()}
-    with mlflow.start_run(run_name="cuset-ablation") as parent:
+    earlier = [r for exp in client.search_experiments()
+               for r in client.search_runs([exp.experiment_id], "attributes.run_name = 'cuset-ablation'")]
+    resumed = {"run_id": earlier[0].info.run_id} if earlier else {"run_name": "cuset-ablation"}
+    with mlflow.start_run(**resumed) as parent:  # a rerun updates the one parent
         mlflow.log_metrics(metrics)
         mlflow.set_tags(tags)
         for f in files:

@@ -64,6 +64,12 @@ def test_parent_run_nests_the_ablation_runs(tmp_path: Path) -> None:
     top = next(r for r in runs if r.info.run_id == parent)
     assert top.data.tags["result.compile_rate"] == "cuset loses beyond the spread"
     assert top.data.metrics["plain.nll_sensitive.mean"] == pytest.approx(0.8033, abs=1e-4)
+    with mlflow.start_run(run_name="evaluate"):  # a run made after the first table, e.g. the champion's
+        pass
+    assert ablation.log_parent(rows, uri, []) == parent  # a rerun updates the one parent and nests the new run
+    runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
+    assert [r.info.run_name for r in runs].count("cuset-ablation") == 1
+    assert all(r.data.tags.get("mlflow.parentRunId") == parent for r in runs if r.info.run_name == "evaluate")
 
 
 def test_heldout_nll_splits_masked_tokens_out_of_the_others(tiny_model_dir: Path) -> None:

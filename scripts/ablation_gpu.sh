@@ -49,16 +49,7 @@ for split in train test; do
     touch "$WORKDIR/curated-$split/.done"
 done
 
-# FN ARG for each ARG, at most PARALLEL at a time; the first failure stops the script
-side_by_side() {
-    local fn="$1" arg
-    shift
-    for arg in "$@"; do
-        while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do wait -n; done
-        "$fn" "$arg" &
-    done
-    while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n; done
-}
+source "$(dirname "${BASH_SOURCE[0]}")/side_by_side.sh"
 
 train_seed() {  # SEED: both weightings
     local dir="$WORKDIR/train-seed$1"

@@ -104,15 +104,7 @@ curate_reading() {  # uncertain (reading B) or confident (reading A)
     touch "$out/.done"
 }
 
-side_by_side() {  # FN ARG for each ARG, at most PARALLEL at a time; the first failure stops the script
-    local fn="$1" arg
-    shift
-    for arg in "$@"; do
-        while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do wait -n; done
-        "$fn" "$arg" &
-    done
-    while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n; done
-}
+source "$(dirname "${BASH_SOURCE[0]}")/side_by_side.sh"
 
 curate_heldout() {  # the sampled held-out compositions' verified pairs, reading B: the held-out NLL's tokens
     local out="$WORKDIR/curated-heldout" p
@@ -201,7 +193,7 @@ side_by_side check_version "${INFILL_CHECKS[@]}"
 wait "$SYNTH_PID"
 PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/cuset_ablation.py "$WORKDIR" \
     --json "$WORKDIR/cuset_ablation.json" --png "$WORKDIR/cuset_ablation.png" --markdown "$WORKDIR/cuset_ablation.md" \
-    --tracking-uri "sqlite:///$(cd "$WORKDIR" && pwd)/mlflow.db" || \
+    --tracking-uri "$MLFLOW_TRACKING_URI" || \
     echo "the table: bench/cuset_ablation.py could not read these folders; the evaluate-* runs are in MLflow"
 
 CHAMPION="models:/kernelwright-coder@champion"

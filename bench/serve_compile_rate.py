@@ -3,12 +3,13 @@
     python bench/serve_compile_rate.py --url http://127.0.0.1:8000 --problems W/synthesize/heldout \
         --count 20 --json OUT.json
 
-Sends `--count` held-out problems (a fixed sample of the `.py` problem files under `--problems`, seed 0)
-one at a time to `POST /v1/kernels/generate` with the server's own defaults (one candidate, its
-generation budget, its compile check and repair), and counts the answers whose first candidate
-compiles (`candidates[0].compile.ok`: NVRTC for the device code and the host check). The figure is the
-compile pass rate of what a client gets back; a request that fails (HTTP error, no candidate) counts
-as not compiling and is listed. No baseline: this is a quality figure, not a speed target.
+Waits (up to `--ready-timeout-s`) until the server answers `/readyz`, then sends `--count` held-out
+problems (a fixed sample of the `.py` problem files under `--problems`, seed 0) one at a time to
+`POST /v1/kernels/generate` with the server's own defaults (one candidate, its generation budget, its
+compile check and repair), and counts the answers whose first candidate compiles
+(`candidates[0].compile.ok`: NVRTC for the device code and the host check). The figure is the compile
+pass rate of what a client gets back; a request that fails (HTTP error, no candidate) counts as not
+compiling and is listed. No baseline: this is a quality figure, not a speed target.
 """
 
 from __future__ import annotations
@@ -43,6 +44,18 @@ def post(url: str, body: dict[str, Any], timeout_s: float) -> tuple[int, dict[st
         return 0, f"{type(exc).__name__}: {exc}"[:300]
 
 
+def wait_ready(url: str, timeout_s: float) -> bool:
+    """Whether the server answered `GET /readyz` with 200 (its model loaded) within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url.rstrip("/") + "/readyz", timeout=2):
+                return True
+        except OSError:  # refused, or a 503 while the model loads
+            time.sleep(1)
+    return False
+
+
 def ask(url: str, problem: Path, timeout_s: float) -> dict[str, Any]:
     t0 = time.perf_counter()
     status, answer = post(url.rstrip("/") + "/v1/kernels/generate", {"reference_code": problem.read_text()},
@@ -65,8 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--problems", type=Path, required=True, help="folder of held-out KernelBench problem files")
     ap.add_argument("--count", type=int, default=20, help="problems to send")
     ap.add_argument("--timeout-s", type=float, default=600.0, help="per request, in seconds")
+    ap.add_argument("--ready-timeout-s", type=float, default=300.0,
+                    help="how long to wait for the server's model to load, in seconds")
     ap.add_argument("--json", type=Path, required=True, help="where the figures go")
     args = ap.parse_args(argv)
+    if not wait_ready(args.url, args.ready_timeout_s):
+        raise SystemExit(f"{args.url} was not ready (GET /readyz) within {args.ready_timeout_s:g} s")
     rows = []
     for i, problem in enumerate(sample_problems(args.problems, args.count), 1):
         rows.append(ask(args.url, problem, args.timeout_s))

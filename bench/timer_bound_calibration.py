@@ -41,6 +41,7 @@ from typing import Any
 from kernelwright.evaluation.candidates import suite_root
 from kernelwright.seed import load_seed_tasks
 from kernelwright.verifier.config import VerifyConfig
+from kernelwright.verifier.kernel_clock import KERNEL_CLOCK_FLOOR_MS, KERNEL_CLOCK_REJECT, KERNEL_CLOCK_SUPPORT
 from kernelwright.verifier.problems import load_problems
 from kernelwright.verifier.timing import TIMER_BOUND, TIMER_BOUND_FLOOR_MS
 from kernelwright.verifier.verdict import JUDGE_VERSION, Verdict
@@ -100,7 +101,7 @@ def rows_of(case: Case, verdict: Verdict, mode: str, run: int) -> list[dict[str,
     base = {"group": case.group, "candidate": case.name, "mode": mode, "run": run, "reason": verdict.reason}
     return [{**base, "shape": s.shape, "timer_ms": s.runtime_ms, "wall_ms": s.wall_runtime_ms,
              "share": s.custom_kernel_time_share, "share_spread": s.custom_kernel_time_share_spread,
-             "disturbed": s.timing_disturbed}
+             "disturbed": s.timing_disturbed, "kernel_ms": s.kernel_runtime_ms}
             for s in verdict.per_shape if s.runtime_ms is not None and s.wall_runtime_ms is not None]
 
 
@@ -129,6 +130,24 @@ def derive(rows: list[dict[str, Any]], margin: float = MARGIN, bound: float = TI
             "floor_ms": floor_ms, "least_headroom": min(slack) if slack else None,
             "holds_with_margin": all(margin * r["wall_ms"] <= bound * r["timer_ms"] + floor_ms for r in usable),
             "worst": worst}
+
+
+def derive_kernel_clock(rows: list[dict[str, Any]], margin: float = MARGIN) -> dict[str, Any]:
+    """What honest rows need of the profiler's clock (verifier/kernel_clock.py): the ratio profiled
+    kernel time / timer, whether the rejection bound (kernel <= REJECT x timer + floor) holds every
+    row with `margin`, and how many rows the speedup cap (timer >= kernel / SUPPORT) would lower."""
+    usable = [r for r in rows if r.get("kernel_ms") is not None and r["timer_ms"] and r["timer_ms"] > 0]
+    if not usable:
+        return {"rows": 0}
+    ratios = [r["kernel_ms"] / r["timer_ms"] for r in usable]
+    capped = [r for r in usable if r["timer_ms"] < r["kernel_ms"] / KERNEL_CLOCK_SUPPORT]
+    worst = sorted(usable, key=lambda r: r["kernel_ms"] / r["timer_ms"], reverse=True)[:10]
+    return {"rows": len(usable), "ratio_max": max(ratios), "ratio_p50": statistics.median(ratios),
+            "ratio_p99": _quantile(ratios, 0.99), "reject": KERNEL_CLOCK_REJECT, "floor_ms": KERNEL_CLOCK_FLOOR_MS,
+            "support": KERNEL_CLOCK_SUPPORT, "margin": margin,
+            "holds_with_margin": all(margin * r["kernel_ms"] <= KERNEL_CLOCK_REJECT * r["timer_ms"]
+                                     + KERNEL_CLOCK_FLOOR_MS for r in usable),
+            "speedup_capped_rows": len(capped), "worst": worst}
 
 
 def share_noise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -190,14 +209,21 @@ def main() -> int:
     held = "hold" if summary["all"].get("holds_with_margin") else "do NOT hold"
     print(f"TIMER_BOUND {TIMER_BOUND}x + {TIMER_BOUND_FLOOR_MS} ms {held} every honest row with margin "
           f"{args.margin}; {len(other)} verdict(s) without timing")
+    clock = derive_kernel_clock(rows, args.margin)
+    if clock["rows"]:
+        print(f"profiler clock: kernel/timer p50 {clock['ratio_p50']:.2f} p99 {clock['ratio_p99']:.2f} max "
+              f"{clock['ratio_max']:.2f}; reject bound {'holds' if clock['holds_with_margin'] else 'does NOT hold'}"
+              f" with margin {args.margin}; {clock['speedup_capped_rows']} honest row(s) capped")
     noise = share_noise(rows)
     print("kernel share spread between repeats:", json.dumps(noise))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"judge_version": JUDGE_VERSION, "jobs": args.jobs, "repeat": args.repeat,
                                      "budget_s": args.budget_s, "wall_s": time.perf_counter() - start,
-                                     "summary": summary, "share_noise": noise, "untimed": other, "rows": rows},
+                                     "summary": summary, "kernel_clock": clock, "share_noise": noise,
+                                     "untimed": other, "rows": rows},
                                     indent=1, default=str))
-    return 0 if summary["all"].get("holds_with_margin") else 1
+    clock_holds = clock.get("holds_with_margin", True) and not clock.get("speedup_capped_rows")
+    return 0 if summary["all"].get("holds_with_margin") and clock_holds else 1
 
 
 if __name__ == "__main__":

@@ -369,4 +369,5 @@ def time_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Lin
     return ShapeResult(shape=shape, correct=True, runtime_ms=cand.median_ms, ref_runtime_ms=ref_ms,
                        ref_compile_runtime_ms=compiled_ms, speedup=speedup,
                        custom_kernel_time_share=profiled.share, custom_kernel_time_share_spread=profiled.spread,
-                       wall_runtime_ms=cand.wall_ms, timing_disturbed=cand.disturbed)
+                       wall_runtime_ms=cand.wall_ms, timing_disturbed=cand.disturbed,
+                       kernel_runtime_ms=kernel_ms)

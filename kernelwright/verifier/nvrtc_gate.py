@@ -36,6 +36,7 @@ from kernelwright.cuda.include_policy import refused_includes
 from kernelwright.cuda.nvrtc.program import include_dirs
 from kernelwright.cuda.source_views import device_view
 from kernelwright.cuda.spans import cuda_parser
+from kernelwright.verifier.build_failure import BuildFailure, first_error
 from kernelwright.verifier.verdict import Verdict
 
 SAFE_FLAGS = re.compile(r"^(?:-O[0-3s]?|--?use_fast_math|-lineinfo|-g|-G|-v|--expt-relaxed-constexpr|"
@@ -45,7 +46,6 @@ SAFE_FLAGS = re.compile(r"^(?:-O[0-3s]?|--?use_fast_math|-lineinfo|-g|-G|-v|--ex
                         r"-Wno-deprecated-gpu-targets|--resource-usage|-res-usage)$")
 TORCH_NAMESPACES = frozenset({"std", "at", "c10", "torch", "caffe2", "pybind11"})
 _EDG_ERROR = re.compile(r"^(?P<file>[^\s(][^(]*?)\((?P<line>\d+)\): (?:catastrophic )?error")
-MAX_LOG = 2000
 
 
 @dataclass(frozen=True)
@@ -145,5 +145,6 @@ def nvrtc_verdict(source: str, settings: CompileCheckSettings | None = None) -> 
     outcome = nvrtc_outcome(source, settings)
     if outcome is None or not outcome.trusted_rejection:
         return None
-    return Verdict.of("compile_error", f"build failed in nvrtc (device code; the nvcc build was skipped): "
-                                       f"{outcome.log[:MAX_LOG]}")
+    failure = BuildFailure("nvrtc (device code; the nvcc build was skipped)", "",
+                           *first_error(outcome.log.splitlines(), "nvrtc"))
+    return Verdict.of("compile_error", failure.detail())

@@ -124,6 +124,7 @@ class ShapeResult:
     tolerance_rule: str = ""  # the rule(s) that judged its draws, comma-separated (verifier/tolerance.py)
     wall_runtime_ms: float | None = None  # the judge's wall-clock estimate of one call, beside runtime_ms
     timing_disturbed: bool = False  # other work on the GPU disturbed every timing attempt of this shape
+    kernel_runtime_ms: float | None = None  # the profiler's GPU kernel time per call (CUPTI), beside runtime_ms
 
 
 @dataclass

@@ -52,6 +52,17 @@ def test_a_device_error_is_compile_error_without_a_build(line: str, error: str,
 
 
 @needs_nvrtc
+def test_the_detail_leads_with_the_first_error_not_the_warnings_before_it(settings: CompileCheckSettings) -> None:
+    helper = "__device__ float kw_helper(float x) {\n    float kw_q = x * x;\n    return x;\n}\n"  # warns first
+    source = _with_line("float kw_t = kw_total;").replace("__global__", helper + "__global__", 1)
+    verdict = nvrtc_verdict(source, settings)
+    assert verdict is not None and verdict.reason == "compile_error"
+    head = verdict.detail.removeprefix("build failed in nvrtc (device code; the nvcc build was skipped): ")
+    assert head.startswith("cuda_sources[0]("), verdict.detail
+    assert "error: identifier" in head.splitlines()[0] and "warning" not in verdict.detail, verdict.detail
+
+
+@needs_nvrtc
 @pytest.mark.parametrize("change, why", [
     (lambda s: _with_line("float kw_big = std::numeric_limits<float>::max();", s), "uses std:: names"),
     (lambda s: _with_line("at::Half kw_h = at::Half(0.5f);", s), "uses at:: names"),

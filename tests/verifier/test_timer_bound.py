@@ -47,6 +47,20 @@ def test_the_share_noise_is_the_spread_between_repeats() -> None:
     assert got["pairs"] == 2 and got["spread_max"] == pytest.approx(0.03)
 
 
+def test_the_profiler_clock_is_held_to_honest_rows() -> None:
+    """kernel/timer: an honest timer brackets its kernels (ratio <= 1); a row whose profiled kernel
+    time is well above its timer breaks the rejection bound, one just above it only the cap."""
+    honest = [_row(0.010, 0.02, kernel_ms=0.009), _row(0.3, 0.3, kernel_ms=0.29)]
+    got = calibration.derive_kernel_clock(honest, margin=1.25)
+    assert got["holds_with_margin"] and got["speedup_capped_rows"] == 0
+    assert got["ratio_max"] == pytest.approx(0.29 / 0.3)
+    capped = calibration.derive_kernel_clock(honest + [_row(0.1, 0.1, kernel_ms=0.2)], margin=1.25)
+    assert capped["holds_with_margin"] and capped["speedup_capped_rows"] == 1
+    broken = calibration.derive_kernel_clock(honest + [_row(0.1, 0.1, kernel_ms=0.3)], margin=1.25)
+    assert not broken["holds_with_margin"] and broken["worst"][0]["kernel_ms"] == 0.3
+    assert calibration.derive_kernel_clock([_row(0.1, 0.1)])["rows"] == 0  # rows from before the profiler's clock
+
+
 def test_every_group_is_verified_with_the_bound_off(tmp_path: Path) -> None:
     by_group = calibration.cases(list(calibration.GROUPS), 16, tmp_path, str(tmp_path / "builds"), 1.0)
     assert len(by_group["seeds"]) == 72 and by_group["suite"] and len(by_group["launch_bound"]) == 16
@@ -78,3 +92,13 @@ def test_the_191x_timer_patch_on_a_short_kernel_is_caught() -> None:
     alone on the H200 (timer 0.0041 ms, the judge's clock 0.1221 ms) is not."""
     assert timing.below_bound(0.001, 0.3857)
     assert not timing.below_bound(0.0041, 0.1221)
+
+
+def test_the_profiler_clock_holds_the_honest_rows_of_its_calibration() -> None:
+    """KERNEL_CLOCK_REJECT and KERNEL_CLOCK_SUPPORT against the honest rows an H200 recorded under 16
+    workers (docs/results/timer_bound_calibration_kernel_clock_h200.json): no honest timer reads
+    under its profiled kernel time by the rejection factor, and the speedup cap lowers none."""
+    data = json.loads((ROOT / "docs" / "results" / "timer_bound_calibration_kernel_clock_h200.json").read_text())
+    got = calibration.derive_kernel_clock(data["rows"], margin=1.25)
+    assert got["rows"] >= 40 and got["holds_with_margin"] and got["speedup_capped_rows"] == 0
+    assert got["ratio_max"] <= 1.0 + 1e-3  # an honest timer brackets its kernels

@@ -28,7 +28,8 @@ class JobConfig:
     workdir: str | None = field(default=None, metadata={"help": "Work folder. None: ./.kernelwright."})
     tracking_uri: str | None = field(default=None, metadata={"help": TRACKING_URI_HELP})
     base_model: str | None = field(default=None, metadata={"help": "Local HF checkpoint. None: the tiny model."})
-    weighting: str = field(default="cuset", metadata={"help": "Loss weighting: plain, token, region or cuset."})
+    weighting: str = field(default="plain", metadata={"help": "Loss weighting: plain, token, region or cuset "
+                                                               "(plain by measurement: docs/cuset.md)."})
     max_steps: int = field(default=300, metadata={"help": "Training steps."})
     per_device_train_batch_size: int = field(default=2, metadata={"help": "Samples per micro-batch."})
     learning_rate: float = field(default=2e-3, metadata={"help": "Peak learning rate."})

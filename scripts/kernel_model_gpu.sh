@@ -29,7 +29,7 @@
 #     PRETRAIN_MINUTES=6 timeout 580 bash scripts/kernel_model_gpu.sh W
 # Env: PRETRAIN_MINUTES (default 8), TASKS (3000), STEPS (600), SEEDS ("0 1 2"),
 # MODES ("plain region cuset cusetA"), SAMPLES (1), EVAL_PROBLEMS (100), MAX_NEW_TOKENS (2048),
-# EVAL_BATCH (64), TRAIN_BATCH (8), PARALLEL (2), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), RL_STEPS (0),
+# EVAL_BATCH (64), TRAIN_BATCH (32), PARALLEL (2), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), RL_STEPS (0),
 # PYTHON, SMOKE=1 (a CPU smoke run: tiny base, unverified pairs, NVRTC-only checks; never for figures).
 set -euo pipefail
 
@@ -48,7 +48,7 @@ OVERLAP="${OVERLAP:-1}"
 SEED_SAMPLES="${SEED_SAMPLES:-2}"
 SERVE_PROBLEMS="${SERVE_PROBLEMS:-20}"
 RL_STEPS="${RL_STEPS:-0}"
-TRAIN_BATCH="${TRAIN_BATCH:-8}"
+TRAIN_BATCH="${TRAIN_BATCH:-32}"
 CHECK_JOBS=$(( $(nproc) / PARALLEL > 0 ? $(nproc) / PARALLEL : 1 ))  # judge workers per evaluation: the cores shared out
 PY="${PYTHON:-.venv/bin/python}"
 KW="$PY -m kernelwright.cli"

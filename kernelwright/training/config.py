@@ -23,7 +23,9 @@ class TrainConfig:
         default=None, metadata={"help": "Local HF checkpoint to fine-tune. None: the tiny local model."}
     )
     weighting: str = field(
-        default="cuset", metadata={"help": "Loss weighting: plain, token (masking+alpha), region (w_s), cuset (both)."}
+        default="plain",
+        metadata={"help": "Loss weighting: plain, token (masking+alpha), region (w_s), cuset (both). plain by "
+                          "measurement: cuset made small bases worse (docs/cuset.md)."}
     )
     ablation: str | None = field(
         default=None,

@@ -63,7 +63,7 @@ def _train_args(curated: Path, model: Path, tmp_path: Path, *extra: str) -> list
 
 def test_tiny_run_registers_candidate_with_all_params_and_metrics(curated: Path, tiny_model_dir: Path,
                                                                    tmp_path: Path, store: str) -> None:
-    assert main(_train_args(curated, tiny_model_dir, tmp_path)) == 0
+    assert main(_train_args(curated, tiny_model_dir, tmp_path, "--weighting", "cuset")) == 0
     client = MlflowClient(store)
     version = client.get_model_version_by_alias(REGISTERED_MODEL, "candidate")
     assert version.tags["weighting"] == "cuset"
@@ -100,7 +100,8 @@ def test_ablation_trains_each_weighting_under_one_parent(curated: Path, tiny_mod
         assert mv.run_id == child.info.run_id and mv.tags["weighting"] == mode
     plain, cuset = by_name["train[plain]"].data.metrics, by_name["train[cuset]"].data.metrics
     assert plain["masked_share"] == 0 and cuset["masked_share"] > 0
-    assert client.get_model_version_by_alias(REGISTERED_MODEL, "candidate").tags["weighting"] == "cuset"
+    candidate = client.get_model_version_by_alias(REGISTERED_MODEL, "candidate")
+    assert candidate.tags["weighting"] == "plain"  # --weighting's default
     assert (tmp_path / "train" / "plain" / "final" / "config.json").is_file()
     # the same command again: the same parent run, the registered weightings are kept, not retrained
     assert main(_train_args(curated, tiny_model_dir, tmp_path, "--ablation", "plain,cuset")) == 0

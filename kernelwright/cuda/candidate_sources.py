@@ -7,12 +7,16 @@ names bound to one at any level of the file (the last binding wins), `+` concate
 tuples of those, and f-strings whose fields are such constants (`f"#define TILE {TILE}"`).
 
 When no call can be resolved, the string literals holding `__global__` / `__device__` code stand
-in as the CUDA sources (`Build.resolved` is False), so the device code is still checked.
+in as the CUDA sources (`Build.resolved` is False), so the device code is still checked. But a
+source argument that names a variable the file binds nowhere (`cuda_sources=cuda_src` beside
+`cuda_source = ...`) is the candidate's own fault: the call raises NameError before anything
+builds, so nothing is compiled and the refusal says so (`unbound_name`), as the build would.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 from dataclasses import dataclass, field
 
 from kernelwright.cuda.spans import SpanResult, cuda_string_literals
@@ -33,7 +37,8 @@ class Build:
 @dataclass
 class CandidateSources:
     builds: list[Build] = field(default_factory=list)
-    problem: str | None = None  # why nothing could be checked (Python syntax error, no CUDA source)
+    problem: str | None = None  # why nothing could be checked (Python syntax error, no CUDA source, unbound name)
+    unbound: list[tuple[str, str]] = field(default_factory=list)  # (load_inline argument, name it never binds)
 
     @property
     def cuda(self) -> list[str]:
@@ -65,6 +70,55 @@ def _bindings(tree: ast.Module) -> dict[str, ast.expr]:
                 if t.id not in found or found[t.id][0] < pos:
                     found[t.id] = (pos, value)
     return {name: v for name, (_, v) in found.items()}
+
+
+_DYNAMIC = {"exec", "eval", "globals", "locals", "vars", "setattr", "__import__"}  # bind names out of sight
+
+
+def _bound_names(tree: ast.Module) -> set[str] | None:
+    """Every name the file binds anywhere (assignments, imports, definitions, arguments, loop and
+    `with` targets, handlers, globals); None where names may be bound out of sight (`import *`, or a
+    call to exec, globals() and the like), so that nothing is called unbound."""
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Store | ast.Del):
+                bound.add(node.id)
+            elif node.id in _DYNAMIC:
+                return None
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                if alias.name == "*":
+                    return None
+                bound.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            bound.update(node.names)
+        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+            bound.add(node.name)
+    return bound
+
+
+def unbound_source_names(tree: ast.Module, calls: list[ast.Call]) -> list[tuple[str, str]]:
+    """(argument, name) of every `load_inline` source argument (cpp_sources, cuda_sources, functions)
+    that reads a name the file binds nowhere and Python does not provide."""
+    bound = _bound_names(tree)
+    if bound is None:
+        return []
+    out = []
+    for call in calls:
+        for keyword, position in (("cpp_sources", 1), ("cuda_sources", 2), ("functions", 3)):
+            arg = _argument(call, keyword, position)
+            for node in ast.walk(arg) if arg is not None else ():
+                if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound
+                        and not hasattr(builtins, node.id)):
+                    out.append((keyword, node.id))
+    return out
 
 
 class _Resolver:
@@ -153,6 +207,11 @@ def candidate_sources(py_source: str) -> CandidateSources:
         return CandidateSources(problem=f"python_syntax: line {exc.lineno}: {exc.msg}")
     resolver = _Resolver(_bindings(tree))
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and dotted_name(n.func).endswith("load_inline")]
+    unbound = unbound_source_names(tree, calls)
+    if unbound:
+        named = ", ".join(f"{arg}={name}" for arg, name in unbound)
+        return CandidateSources(problem=f"unbound_name: load_inline reads {named}, a name the file never binds "
+                                        "(NameError before anything builds)", unbound=unbound)
     builds = [b for b in (_build(c, resolver) for c in calls) if b is not None]
     if builds and len(builds) == len(calls):
         return CandidateSources(builds=builds)

@@ -100,7 +100,9 @@ def _refusal(py_source: str, found: CandidateSources,
     """(device, host) of a candidate refused before compiling, None to compile it: the stage the refusal
     belongs to fails with its log, a stage that did not run is skipped with the reason."""
     if found.problem:
-        reason = "the Python source did not parse" if not _parses(py_source) else "no CUDA source was found"
+        reason = ("the Python source did not parse" if not _parses(py_source) else
+                  "a load_inline source is a name the file never binds" if found.unbound
+                  else "no CUDA source was found")
         return StageResult(FAILED, found.problem), _not_run(f"{reason} (see the device stage)")
     names = [f for b in found.builds for f in b.functions or []]
     bad = [f for f in names if not _IDENTIFIER.fullmatch(f)]

@@ -19,7 +19,6 @@ from kernelwright.cuda.nvrtc.device import compile_many
 from kernelwright.cuda.spans import cuda_source_of
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.candidates import Candidate
-from kernelwright.infill_format import category_kind
 from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.verdict import Verdict
 from kernelwright.verifier.verify import read_inputs, source_warnings, static_verdict, with_warnings
@@ -66,18 +65,19 @@ def nvrtc_results(cands: Sequence[Candidate], cache_dir: Path | None = None) -> 
 
 
 def with_host_checks(cands: Sequence[Candidate], nvrtc: list[bool]) -> list[bool]:
-    """On a machine without a GPU, an infill candidate compiles only where its host code does too:
-    a hidden region may be host code (the launch configuration), which NVRTC's device compile never
-    sees, so an empty or garbled answer there would count as compiled. Whole-file candidates keep
-    NVRTC's answer (the compile rate's definition)."""
+    """On a machine without a GPU, a candidate compiles only where the whole compile check passes
+    too (`cuda.compile_check`: its load_inline sources resolved, the device and the host stage):
+    NVRTC's device compile never sees host code (an infill task's launch configuration, a launcher
+    passing a pointer where a scalar goes) nor a source argument the file never binds, and counting
+    NVRTC alone doubled the compile rate of one model's held-out compositions against the GPU's."""
     from kernelwright.cuda.compile_check import check_many
 
-    infill = [i for i, c in enumerate(cands) if c.path is not None and nvrtc[i] and category_kind(c.problem.category)]
-    if not infill:
+    todo = [i for i, c in enumerate(cands) if c.path is not None and nvrtc[i]]
+    if not todo:
         return nvrtc
-    results = check_many([_source(cands[i]) for i in infill])
+    results = check_many([_source(cands[i]) for i in todo])
     out = list(nvrtc)
-    for i, r in zip(infill, results, strict=True):
+    for i, r in zip(todo, results, strict=True):
         out[i] = r.ok
     return out
 

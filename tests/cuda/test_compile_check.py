@@ -194,6 +194,9 @@ def test_function_names_are_not_pasted_into_the_bindings(device_only: CompileChe
 @pytest.mark.parametrize(("source", "log", "reason"), [
     (SEED.replace("class ModelNew(", "class ModelNew((", 1), "python_syntax: line ", "the Python source did not parse"),
     ("import torch\nx = 1\n", "no_cuda_source: ", "no CUDA source was found"),
+    (_candidate("__global__ void k() {}").replace("cuda_sources=cuda_src", "cuda_sources=cuda_source"),
+     "unbound_name: load_inline reads cuda_sources=cuda_source, a name the file never binds",
+     "a load_inline source is a name the file never binds"),
 ])
 def test_a_candidate_refused_before_compiling_skips_the_stage_that_never_ran(source: str, log: str, reason: str,
                                                                             settings: CompileCheckSettings) -> None:
@@ -282,6 +285,29 @@ def test_sources_resolved_without_running_the_candidate() -> None:
     assert (candidate_sources("def f(:\n").problem or "").startswith("python_syntax")
     fallback = candidate_sources('src = "__global__ void k() {}" * 1\nload_inline("m", "", src)\n')
     assert not fallback.builds[0].resolved and fallback.cuda == ["__global__ void k() {}"]
+
+
+@pytest.mark.parametrize("binding", [
+    "cuda_src = '__global__ void k() {}'",  # plain assignment
+    "from kernels import cuda_src",  # imported
+    "def build(cuda_src):\n    return load_inline('m', '', cuda_src)",  # an argument
+    "for cuda_src in ['__global__ void k() {}']:\n    pass",  # a loop target
+    "with open('k.cu') as cuda_src:\n    pass",  # a with target
+    "if (cuda_src := '__global__ void k() {}'):\n    pass",  # a walrus
+    "from kernels import *",  # bound out of sight: never called unbound
+    "exec('cuda_src = 1')",  # the same
+])
+def test_a_source_name_bound_anywhere_is_not_called_unbound(binding: str) -> None:
+    source = f"{binding}\next = load_inline('m', cpp_sources='', cuda_sources=cuda_src)\n"
+    assert candidate_sources(source).unbound == [], binding
+
+
+def test_only_names_bound_nowhere_are_unbound() -> None:
+    source = ("import torch\nsrc = '__global__ void k() {}'\n"
+              "ext = load_inline('m', cpp_sources=cpp_text, cuda_sources=[src, extra], functions=len and names)\n")
+    found = candidate_sources(source)
+    assert found.unbound == [("cpp_sources", "cpp_text"), ("cuda_sources", "extra"), ("functions", "names")]
+    assert not found.builds and (found.problem or "").startswith("unbound_name: ")
 
 
 def test_views_keep_every_line_in_place() -> None:

@@ -9,6 +9,7 @@ from kernelwright.workdir import TRACKING_URI_HELP
 
 # the loss's readings: plain SFT, token weights only, region (sample) weights only, both (CuSeT)
 WEIGHTINGS: tuple[str, ...] = ("plain", "token", "region", "cuset")
+SAMPLINGS: tuple[str, ...] = ("random", "group_by_length")  # transformers' train_sampling_strategy values
 MODEL_DTYPES = ("bfloat16", "float32")  # besides auto: the device's default
 
 
@@ -70,6 +71,11 @@ class TrainConfig:
         metadata={"help": "Recompute activations in the backward (less memory, ~25%% more compute). "
                           "None: on with a GPU, off on a CPU."},
     )
+    sampling: str = field(
+        default="random",
+        metadata={"help": "Order of the training samples: random, or group_by_length (batches of samples of "
+                          "similar length: less padding, so fewer tokens computed per step; still drawn by --seed)."},
+    )
     seed: int = field(default=0, metadata={"help": "Seed of data order, init of LoRA and dropout."})
     logging_steps: int = field(default=10, metadata={"help": "Log metrics every N steps."})
     save_steps: int = field(default=100, metadata={"help": "Checkpoint every N steps (for resume)."})
@@ -99,6 +105,8 @@ class TrainConfig:
                              "--lora false)")
         if self.merge_lora and not self.lora:
             raise ValueError("--merge-lora needs --lora")
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}, not {self.sampling!r}")
         if self.model_dtype not in ("auto", *MODEL_DTYPES):
             raise ValueError(f"model_dtype must be auto, {', '.join(MODEL_DTYPES)}, not {self.model_dtype!r}")
 

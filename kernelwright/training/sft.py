@@ -48,6 +48,7 @@ def _sft_args(cfg: TrainConfig, output_dir: Path) -> SFTConfig:
         save_steps=cfg.save_steps,
         save_total_limit=2,
         seed=cfg.seed,
+        train_sampling_strategy=cfg.sampling,
         bf16=bf16,
         fp16=False,
         **checkpointing_args(checkpointing),

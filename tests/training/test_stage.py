@@ -18,7 +18,7 @@ from kernelwright.config import parse_config
 from kernelwright.errors import UsageError
 from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL
 from kernelwright.training.config import TrainConfig
-from kernelwright.training.sft import _peft_config
+from kernelwright.training.sft import _peft_config, _sft_args
 from kernelwright.training.stage import run_train, train_command
 
 CONFIGS = Path(__file__).resolve().parents[2] / "kernelwright" / "configs"
@@ -193,3 +193,14 @@ def test_shipped_accelerate_config_parses() -> None:
 
     cluster = ClusterConfig.from_yaml_file(str(CONFIGS / "accelerate-fsdp.yaml"))  # rejects unknown keys
     assert str(cluster.distributed_type) == "DistributedType.FSDP" and cluster.fsdp_config["fsdp_version"] == 2
+
+
+def test_sampling_reaches_the_trainer_and_groups_lengths() -> None:
+    """--sampling group_by_length is transformers' LengthGroupedSampler (less padding per batch); a
+    name it does not know is refused before anything loads."""
+    assert _sft_args(TrainConfig(max_steps=1), Path("/tmp/unused")).train_sampling_strategy == "random"
+    grouped = parse_config(TrainConfig, ["--sampling", "group_by_length", "--max-steps", "1"], "kernelwright train")
+    assert _sft_args(grouped, Path("/tmp/unused")).train_sampling_strategy == "group_by_length"
+    with pytest.raises(UsageError, match="sampling must be one of random, group_by_length"):
+        parse_config(TrainConfig, ["--sampling", "sorted"], "kernelwright train")
+

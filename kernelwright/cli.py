@@ -44,6 +44,9 @@ def _pipeline(argv: Sequence[str]) -> int:
     console.print(f"[bold green]pipeline done[/] in {result.wall_s:.0f} s: run {result.run_id}, "
                   f"{result.registered_model} version {result.version} (alias candidate)")
     console.print(closing_line(ev))
+    if ev.heldout_bits_per_char is not None and result.base_heldout_bits_per_char is not None:
+        console.print(f"held-out seed answers (teacher-forced): {result.base_heldout_bits_per_char:.3f} bits/char "
+                      f"under the base, {ev.heldout_bits_per_char:.3f} under the trained model")
     console.print(f"tracking store: {result.tracking_uri}")
     return 0
 
@@ -56,6 +59,8 @@ def closing_line(ev: EvaluateResult) -> str:
         figures += f", fast_0 {m['fast_0']:.2f}, fast_1 {m['fast_1']:.2f}, gpu_verified true"
     else:
         figures += f", gpu_verified false ({ev.gpu_reason.split(':')[0]})"
+    if ev.heldout_bits_per_char is not None:
+        figures += f", held-out answers {ev.heldout_bits_per_char:.3f} bits/char"
     return f"evaluation: {figures} (generate {ev.generate_s:.0f} s, check {ev.check_s:.0f} s); " \
            f"gate: {ev.gate_note}"
 

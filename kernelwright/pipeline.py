@@ -13,10 +13,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import mlflow
 
 from kernelwright.base_model.choose import check_base_model
+from kernelwright.base_model.pretrain import read_meta
 from kernelwright.config import config_to_params
 from kernelwright.curation.stage import run_curate
 from kernelwright.evaluation.stage import EvaluateResult, run_evaluate
@@ -41,6 +43,7 @@ class PipelineResult:
     version: str | None
     wall_s: float
     evaluation: EvaluateResult
+    base_heldout_bits_per_char: float | None = None  # the base's, as its pretraining measured it; None: unknown
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -72,9 +75,20 @@ def _run(cfg: PipelineConfig, store: Store, on_stage: Callable[[str], None]) -> 
             evaluation = run_evaluate(evaluate_config(
                 cfg, workdir, registered if trained.registered_version else str(trained.model_dir)))
         wall = time.perf_counter() - start
-        mlflow.log_metrics({"pipeline.wall_s": wall, "train.final_loss": trained.train_loss})
+        base_bpc = base_heldout_figure(trained.base_dir)
+        learned = {"pipeline.base_heldout_bits_per_char": base_bpc} if base_bpc is not None else {}
+        mlflow.log_metrics({"pipeline.wall_s": wall, "train.final_loss": trained.train_loss, **learned})
         if trained.registered_version:
             mlflow.set_tag("registered_version", trained.registered_version)
     return PipelineResult(run_id=parent.info.run_id, tracking_uri=store.tracking_uri,
                           registered_model=REGISTERED_MODEL, version=trained.registered_version,
-                          wall_s=wall, evaluation=evaluation)
+                          wall_s=wall, evaluation=evaluation, base_heldout_bits_per_char=base_bpc)
+
+
+def base_heldout_figure(base: Path | None) -> float | None:
+    """The seed held-out answers' bits per character under the base, from the record its pretraining left
+    (`base-model pretrain` measures it); None for a base without one (a user's checkpoint)."""
+    meta = read_meta(base) if base is not None else None
+    heldout = (meta or {}).get("heldout")
+    value = heldout.get("bits_per_char") if isinstance(heldout, dict) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

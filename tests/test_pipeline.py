@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from kernelwright.pipeline import PipelineConfig, run_pipeline
+from kernelwright.base_model.pretrain import META_FILE
+from kernelwright.pipeline import PipelineConfig, base_heldout_figure, run_pipeline
 from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL
 
 
@@ -23,6 +25,7 @@ def _check_store(uri: str, run_id: str) -> None:
     assert by_name["train"].data.params["cuset.tau_high"] == "0.9"
     evaluated = by_name["evaluate"].data
     assert "evaluate.compile_rate" in evaluated.metrics
+    assert evaluated.metrics["evaluate.heldout_bits_per_char"] > 0  # what training did, where nothing compiles
     gpu = torch.cuda.is_available()
     assert evaluated.tags["gpu_verified"] == str(gpu).lower()
     if gpu:  # recorded even when no generated kernel is correct: rates 0, never absent
@@ -76,3 +79,17 @@ def test_pipeline_command_on_a_cuda_host(tmp_path: Path, monkeypatch, capsys) ->
     _check_store(f"sqlite:///{workdir / 'mlflow.db'}", parent[0].info.run_id)
     assert str(client.get_model_version_by_alias(REGISTERED_MODEL, "candidate").version) == "1"
     assert (workdir / "evaluate" / "per_category.png").is_file()
+
+
+def test_the_base_figure_comes_from_its_pretraining_record(tmp_path: Path) -> None:
+    """The base's held-out bits per character, printed beside the trained model's: read from the record
+    `base-model pretrain` leaves; a checkpoint without one (or with a broken one) has none."""
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "config.json").write_text("{}")
+    assert base_heldout_figure(base) is None and base_heldout_figure(None) is None
+    (base / META_FILE).write_text(json.dumps({"heldout": {"bits_per_char": 1.43, "samples": 13}}))
+    assert base_heldout_figure(base) == 1.43
+    for broken in ("{not json", json.dumps({"heldout": 1.4}), json.dumps({"heldout": {"bits_per_char": "low"}})):
+        (base / META_FILE).write_text(broken)
+        assert base_heldout_figure(base) is None

@@ -41,6 +41,7 @@ import mlflow
 from rich.progress import Progress
 
 from kernelwright import atomic
+from kernelwright.base_model.perplexity import heldout_perplexity
 from kernelwright.config import config_record, config_to_params
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.candidates import candidates_from, select_problems, write_generations
@@ -88,6 +89,7 @@ class EvaluateResult:
     gpu_reason: str = NO_GPU_REASON  # why nothing was GPU-verified (when gpu_verified is false)
     generate_s: float = 0.0  # wall time of generation (0 with --generations)
     check_s: float = 0.0  # wall time of the checks: static, NVRTC and, with a GPU, verification
+    heldout_bits_per_char: float | None = None  # the generating model's, on the seed held-out answers
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -145,6 +147,9 @@ class GenerationRecord:
     seed: int
     problems: int
     generate_s: float
+    # teacher-forced bits per character of the seed corpus's held-out answers under the model (the figure the
+    # base's pretraining reports: base_model.perplexity), whatever suite was generated for; None: not measured
+    heldout_bits_per_char: float | None = None
 
 
 def generate_into(folder: Path, problems: list[Problem], ref: ModelRef, cfg: EvaluateConfig) -> GenerationRecord:
@@ -156,8 +161,10 @@ def generate_into(folder: Path, problems: list[Problem], ref: ModelRef, cfg: Eva
         prompts = [problem_prompt(p) for p in problems]
         completions = backend.generate(prompts, cfg.samples)
     write_generations(folder, problems, completions)
+    generate_s = round(time.perf_counter() - start, 2)
+    heldout = heldout_perplexity(model, tokenizer)
     record = GenerationRecord(ref.uri, cfg.samples, cfg.temperature, cfg.max_new_tokens, cfg.seed, len(problems),
-                              round(time.perf_counter() - start, 2))
+                              generate_s, round(heldout.bits_per_char, 4))
     atomic.write_text(folder / GENERATION_RECORD, json.dumps(asdict(record), indent=1))
     return record
 
@@ -170,7 +177,9 @@ def generate_candidates(cfg: EvaluateConfig, plan: EvaluationPlan | None = None)
     record = generate_into(plan.generations, plan.problems, resolve_ref(plan.model), cfg)
     if mlflow.active_run() is not None:
         _log_config(cfg, record.model)
-        mlflow.log_metric("evaluate.generate_s", record.generate_s)
+        mlflow.log_metrics({"evaluate.generate_s": record.generate_s}
+                           | ({} if record.heldout_bits_per_char is None
+                              else {"evaluate.heldout_bits_per_char": record.heldout_bits_per_char}))
     return record
 
 
@@ -252,11 +261,16 @@ def run_evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
     decision, note = gate_evaluation(ref, figures.overall.values, suite_id(plan.problems, cfg.samples),
                                      recorded_sampling(record), cfg.gate_view, cfg.gate, gpu)
     result = EvaluateResult(figures, rows, gpu, decision, note, reason, generate_s=round(generated - start, 2),
-                            check_s=round(checked - generated, 2))
+                            check_s=round(checked - generated, 2), heldout_bits_per_char=_heldout_figure(record))
     write_report(plan.out, result_json(cfg, result) | {"generation": record}, figures, rows, gpu)
     if mlflow.active_run() is not None:
         _log(cfg, plan, result, ref)
     return result
+
+
+def _heldout_figure(record: dict[str, Any] | None) -> float | None:
+    value = (record or {}).get("heldout_bits_per_char")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def result_json(cfg: EvaluateConfig, result: EvaluateResult) -> dict[str, Any]:
@@ -265,6 +279,7 @@ def result_json(cfg: EvaluateConfig, result: EvaluateResult) -> dict[str, Any]:
         "gpu_verified": result.gpu_verified, "gpu_reason": "" if result.gpu_verified else result.gpu_reason,
         "gate": asdict(result.gate) if result.gate else None, "gate_note": result.gate_note,
         "seconds": {"generate_s": result.generate_s, "check_s": result.check_s},
+        "heldout_bits_per_char": result.heldout_bits_per_char,
         "config": config_record(cfg), "samples": [asdict(r) for r in result.rows],
     }
 
@@ -294,8 +309,10 @@ def _log_config(cfg: EvaluateConfig, model_uri: str) -> None:
 
 def _log(cfg: EvaluateConfig, plan: EvaluationPlan, result: EvaluateResult, ref: ModelRef | None) -> None:
     _log_config(cfg, ref.uri if ref else "")
+    heldout = {} if result.heldout_bits_per_char is None else {
+        "evaluate.heldout_bits_per_char": result.heldout_bits_per_char}
     mlflow.log_metrics({f"evaluate.{k}": v for k, v in result.metrics.items()}
-                       | {"evaluate.generate_s": result.generate_s, "evaluate.check_s": result.check_s})
+                       | {"evaluate.generate_s": result.generate_s, "evaluate.check_s": result.check_s} | heldout)
     not_applicable = result.figures.flat_not_applicable()
     mlflow.log_dict(not_applicable, NOT_APPLICABLE_FILE)
     note = not_applicable_note(not_applicable)

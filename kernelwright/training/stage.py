@@ -56,6 +56,7 @@ class TrainResult:
     registered_version: str | None
     train_loss: float
     train_runtime_s: float
+    base_dir: Path | None = None  # the base checkpoint it was trained from
 
 
 def check_train_config(cfg: TrainConfig) -> None:
@@ -95,7 +96,7 @@ def run_train(cfg: TrainConfig) -> TrainResult:
     version = register(cfg, final, tokenizer, base, output_dir / "final") if run is not None else None
     return TrainResult(model_dir=output_dir / "final", run_id=run.info.run_id if run else None,
                        registered_version=version, train_loss=float(result.training_loss),
-                       train_runtime_s=float(result.metrics.get("train_runtime", 0.0)))
+                       train_runtime_s=float(result.metrics.get("train_runtime", 0.0)), base_dir=base)
 
 
 def _data_dir(cfg: TrainConfig) -> Path:

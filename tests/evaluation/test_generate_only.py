@@ -33,12 +33,15 @@ def test_generate_only_writes_candidates_and_their_sampling_and_checks_nothing(
     record = json.loads((out / "generations" / GENERATION_RECORD).read_text())
     assert record["temperature"] == 0.7 and record["max_new_tokens"] == 4 and record["seed"] == 3
     assert record["samples"] == 2 and record["problems"] == len(problems) and record["model"] == str(tiny_model_dir)
+    assert isinstance(record["heldout_bits_per_char"], float) and record["heldout_bits_per_char"] > 0
     assert not (out / "results.json").exists()  # nothing was checked
     assert recorded_sampling(read_generation_record(out / "generations")) == sampling_scope(0.7, 4)
     report = run_evaluate(EvaluateConfig(generations=str(out / "generations"), samples=2, out=str(out),
                                          workdir=str(tmp_path / "kw")))  # checked later, here on a CPU
     assert len(report.rows) == 2 * len(problems)
-    assert json.loads((out / "results.json").read_text())["generation"] == record  # how they were sampled
+    results = json.loads((out / "results.json").read_text())
+    assert results["generation"] == record  # how they were sampled
+    assert report.heldout_bits_per_char == results["heldout_bits_per_char"] == record["heldout_bits_per_char"]
 
 
 def test_a_folder_without_a_readable_record_is_external(tmp_path: Path) -> None:

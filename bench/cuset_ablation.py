@@ -9,7 +9,7 @@ WORKDIR is what `scripts/ablation_gpu.sh` or `scripts/kernel_model_gpu.sh` fille
 first, `heldout_nll.json` (the token-level NLL of every trained version on the held-out seed tasks,
 CUDA-sensitive vs other tokens; `heldout_nll_<suite>.json` the same on another suite's held-out
 pairs). Modes and suites are read from the folder names: plain is the baseline, the order is
-plain, region, cuset, cusetA, then any other; a folder without a suite suffix belongs to the
+plain, region, cuset, cusetSoft, cusetA, then any other; a folder without a suite suffix belongs to the
 suite `seed` (the held-out seed tasks, as the NLL rows do), then come `synth` (held-out
 compositions), `infill` (held-out infill tasks) and any other.
 
@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 BASELINE = "plain"
-MODE_ORDER = ("plain", "region", "cuset", "cusetA")
+MODE_ORDER = ("plain", "region", "cuset", "cusetSoft", "cusetA")
 SUITE_ORDER = ("seed", "synth", "infill")
 OLD_SUITE = "seed"  # the suite of folders without a suffix, and of the NLL rows
 SUITE_NAMES = {"seed": "held-out seed tasks", "synth": "held-out compositions", "infill": "held-out infill tasks"}
@@ -61,7 +61,8 @@ ONE_SEED, NOT_COMPARED = "one seed: no spread", "not compared"
 SEED_MODE = re.compile(r"train-seed(\d+)/([^/]+)/final/?$")
 EVAL_DIR = re.compile(r"evaluate-seed(\d+)-([^-]+)(?:-([^-]+))?")
 INFILL_KEY = re.compile(r"infill\.([^.]+)\.(compile_rate|correct_rate)")
-COLOURS = {"plain": "#9bb7d4", "region": "#a8d5a2", "cuset": "#e0a36f", "cusetA": "#c9a0dc"}
+COLOURS = {"plain": "#9bb7d4", "region": "#a8d5a2", "cuset": "#e0a36f", "cusetSoft": "#f2d28b",
+           "cusetA": "#c9a0dc"}
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,13 @@
 # 2. `kernelwright synthesize --tasks TASKS` runs beside it (OVERLAP=1: its timed sample is off, since
 #    pretraining holds the GPU): verified procedural pairs, held-out compositions, infill suites;
 # 3. curates the seed corpus's training split, the synthesized training pairs and their infill tasks
-#    twice with that base:
-#    reading B (`--mask-target uncertain`, the default) and reading A (`--mask-target confident`);
+#    with that base, once per reading the MODES need:
+#    reading B (`--mask-target uncertain`, the default), its soft variant (the same with
+#    `--mask-floor MASK_FLOOR`) and reading A (`--mask-target confident`);
 # 4. trains, for each seed in SEEDS, each of MODES (PARALLEL at a time, TRAIN_BATCH samples a step,
 #    batches of similar lengths):
-#    plain, region and cuset on reading B's data, cusetA (cuset on reading A's), each registered;
+#    plain, region and cuset on reading B's data, cusetSoft (cuset on the soft variant's), cusetA
+#    (cuset on reading A's), each registered;
 # 5. evaluates every version as its registry version on EVAL_PROBLEMS held-out compositions and
 #    EVAL_PROBLEMS held-out infill tasks (a fixed sample of each, the same for every version), SAMPLES
 #    candidates each, through the full judge: first all generations, then all checks. The
@@ -24,13 +26,18 @@
 #    `cuset-ablation` parent run in WORKDIR/mlflow.db;
 # 7. the champion on the 13 held-out seed tasks (SEED_SAMPLES each); `kernelwright serve` with its
 #    defaults, and the compile pass rate of its answers to SERVE_PROBLEMS held-out compositions;
-# 8. with RL_STEPS > 0, `kernelwright rl` from the champion (its own MLflow run).
+# 8. with RL_STEPS > 0, `kernelwright rl` (its own MLflow run) from the champion or, where no version
+#    was promoted, from the version with the best held-out-composition fast_0, then compile rate (a
+#    policy that compiles already earns reward); the RL version is then generated for and judged on the
+#    same held-out compositions, and rl_vs_start.json sets its figures beside its starting version's.
 # A step whose output is there is skipped, and pretraining, synthesis and training resume from their
 # checkpoints, so the recipe runs as several time-boxed calls on one host:
 #     PRETRAIN_MINUTES=6 timeout 580 bash scripts/kernel_model_gpu.sh W
 # Env: PRETRAIN_MINUTES (default 8), TASKS (3000), STEPS (600), SEEDS ("0 1 2"),
-# MODES ("plain region cuset cusetA"), SAMPLES (1), EVAL_PROBLEMS (100), MAX_NEW_TOKENS (2048), TEMPERATURE (0.2),
-# EVAL_BATCH (64), TRAIN_BATCH (32), PARALLEL (2), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), RL_STEPS (0),
+# MODES ("plain region cuset cusetA"; cusetSoft too on request), MASK_FLOOR (0.1), SAMPLES (1),
+# EVAL_PROBLEMS (100), MAX_NEW_TOKENS (2048), TEMPERATURE (0.2), EVAL_BATCH (64), TRAIN_BATCH (32),
+# PARALLEL (2), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), RL_STEPS (0), RL_MAX_TOKENS (MAX_NEW_TOKENS),
+# CHECKPOINTING (unset: train's default, on with a GPU; false trades ~3x the activation memory for ~15% of the time),
 # PYTHON, SMOKE=1 (a CPU smoke run: tiny base, unverified pairs, NVRTC-only checks; never for figures).
 set -euo pipefail
 
@@ -45,11 +52,16 @@ MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-2048}"
 EVAL_BATCH="${EVAL_BATCH:-64}"
 PARALLEL="${PARALLEL:-2}"
 MODES="${MODES:-plain region cuset cusetA}"
+MASK_FLOOR="${MASK_FLOOR:-0.1}"
 OVERLAP="${OVERLAP:-1}"
 SEED_SAMPLES="${SEED_SAMPLES:-2}"
 SERVE_PROBLEMS="${SERVE_PROBLEMS:-20}"
 RL_STEPS="${RL_STEPS:-0}"
+RL_MAX_TOKENS="${RL_MAX_TOKENS:-$MAX_NEW_TOKENS}"  # RL's completion budget: whole kernels, as evaluated
 TRAIN_BATCH="${TRAIN_BATCH:-32}"
+# the small base's activations take ~0.5 MB a token without checkpointing, ~0.17 MB with it (bf16): a
+# batch of 32 near the 4096-token cap needs ~60 GB a process without it
+CHECKPOINTING="${CHECKPOINTING:+--gradient-checkpointing $CHECKPOINTING}"
 # sampling temperature of the evaluations: at 0.7 a 2.3-epoch model drew a name at its use other than
 # the one it had declared in 7 of 30 held-out compositions; the figures are pass@1 at this temperature
 TEMPERATURE="${TEMPERATURE:-0.2}"
@@ -100,11 +112,12 @@ for t in split_tasks(load_seed_tasks())[0]:  # the seed corpus's training split:
     shutil.copytree(t.path, f"{sys.argv[1]}/{t.id}")
 PY
 
-curate_reading() {  # uncertain (reading B) or confident (reading A)
-    local out="$WORKDIR/curated-$1"
+curate_reading() {  # uncertain (reading B), soft (reading B at weight MASK_FLOOR) or confident (reading A)
+    local out="$WORKDIR/curated-$1" target="$1" floor=0
     [ -e "$out/.done" ] && return 0
+    [ "$1" = soft ] && { target=uncertain; floor="$MASK_FLOOR"; }
     $KW curate --base-model "$BASE" --split train --input "$SYN/train" --input "$SYN/infill/train" --input "$WORKDIR/seed-train" \
-        --mask-target "$1" $ALLOW --out "$out" --workdir "$WORKDIR"
+        --mask-target "$target" --mask-floor "$floor" $ALLOW --out "$out" --workdir "$WORKDIR"
     touch "$out/.done"
 }
 
@@ -124,18 +137,20 @@ curate_heldout() {  # the sampled held-out compositions' verified pairs, reading
 
 READINGS=(uncertain)
 [[ " $MODES " == *" cusetA "* ]] && READINGS+=(confident)
+[[ " $MODES " == *" cusetSoft "* ]] && READINGS+=(soft)
 curate_heldout &
 HELDOUT_PID=$!
 side_by_side curate_reading "${READINGS[@]}"
 wait "$HELDOUT_PID"
 
-train_version() {  # SEED-MODE: plain, region or cuset on reading B's data; cusetA: cuset on reading A's
+train_version() {  # SEED-MODE: plain, region or cuset on reading B's data; cusetSoft, cusetA: cuset on the others'
     local seed="${1%%-*}" mode="${1#*-}" data="$WORKDIR/curated-uncertain" weighting
     weighting="$mode"
     if [ "$mode" = cusetA ]; then data="$WORKDIR/curated-confident"; weighting=cuset; fi
+    if [ "$mode" = cusetSoft ]; then data="$WORKDIR/curated-soft"; weighting=cuset; fi
     [ -d "$WORKDIR/train-seed$seed/$mode/final" ] || $KW train --weighting "$weighting" --seed "$seed" \
         --base-model "$BASE" --data "$data" --max-steps "$STEPS" --per-device-train-batch-size "$TRAIN_BATCH" \
-        --sampling group_by_length --output-dir "$WORKDIR/train-seed$seed/$mode" --workdir "$WORKDIR"
+        --sampling group_by_length $CHECKPOINTING --output-dir "$WORKDIR/train-seed$seed/$mode" --workdir "$WORKDIR"
 }
 
 final_of() {  # SEED-MODE -> the trained model folder
@@ -143,7 +158,11 @@ final_of() {  # SEED-MODE -> the trained model folder
 }
 
 model_of() {  # SEED-MODE -> its registry version (models:/kernelwright-coder/N), else its folder
-    local final; final=$(final_of "$1")
+    registered_or_folder "$(final_of "$1")"
+}
+
+registered_or_folder() {  # FINAL (a trained model folder) -> the registry version its run registered, else FINAL
+    local final="$1"
     [ -e "$(dirname "$final")/mlflow_run_id.txt" ] || { echo "$final"; return 0; }  # trained without tracking
     "$PY" - "$(dirname "$final")" <<'PY' 2>/dev/null || echo "$final"
 import sys
@@ -212,10 +231,52 @@ if "$PY" -c "from mlflow import MlflowClient; MlflowClient().get_model_version_b
             --json "$WORKDIR/serve_compile_rate.json" || echo "the serve check failed: see $WORKDIR/serve.log"
         kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null || true
     fi
-    if [ "$RL_STEPS" -gt 0 ] && [ ! -e "$WORKDIR/rl/.done" ]; then
-        $KW rl --model "$CHAMPION" --data "$SYN" --steps "$RL_STEPS" --out "$WORKDIR/rl" --workdir "$WORKDIR" && touch "$WORKDIR/rl/.done"
-    fi
 else
     echo "no version was promoted (no correct kernel on the held-out compositions): no champion to serve"
+fi
+
+best_version() {  # the SEED-MODE whose held-out compositions scored best: fast_0, then compile rate
+    "$PY" - "$WORKDIR" <<'PY'
+import json, sys
+from pathlib import Path
+scored = []
+for results in Path(sys.argv[1]).glob("evaluate-seed*-synth/results.json"):
+    if (results.parent / ".done").exists():
+        m = json.loads(results.read_text())["metrics"]
+        name = results.parent.name.removeprefix("evaluate-seed").removesuffix("-synth")
+        scored.append((m.get("fast_0", 0.0), m.get("compile_rate", 0.0), name))
+if not scored:
+    sys.exit("no finished evaluation of the held-out compositions")
+print(max(scored)[2])
+PY
+}
+
+if [ "$RL_STEPS" -gt 0 ] && START=$(best_version); then
+    [ -e "$WORKDIR/rl/.done" ] || { $KW rl --model "$(model_of "$START")" --data "$SYN" --steps "$RL_STEPS" \
+        --max-completion-length "$RL_MAX_TOKENS" --seed "${START%%-*}" --out "$WORKDIR/rl" --workdir "$WORKDIR" \
+        && touch "$WORKDIR/rl/.done"; }
+    out="$WORKDIR/rl-evaluate-synth" RL_MODEL=$(registered_or_folder "$WORKDIR/rl/final")
+    [ -e "$out/.done" ] || [ -e "$out/generations/generation.json" ] || $KW evaluate --model "$RL_MODEL" \
+        --suite "synth:heldout_eval" --generate-only --samples "$SAMPLES" --temperature "$TEMPERATURE" \
+        --max-new-tokens "$MAX_NEW_TOKENS" --batch-size "$EVAL_BATCH" --seed "${START%%-*}" --out "$out" --workdir "$WORKDIR"
+    [ -e "$out/.done" ] || { $KW evaluate --model "$RL_MODEL" --suite "synth:heldout_eval" --generations "$out/generations" \
+        --samples "$SAMPLES" --seed "${START%%-*}" --jobs "$(nproc)" --out "$out" --workdir "$WORKDIR" && touch "$out/.done"; }
+    "$PY" - "$WORKDIR/evaluate-seed$START-synth/results.json" "$out/results.json" "$START" "$RL_MODEL" \
+        "$WORKDIR/rl_vs_start.json" <<'PY'
+import json, sys
+from pathlib import Path
+from kernelwright.atomic import write_json
+start, after, name, model, dest = sys.argv[1:]
+keys = ("samples", "compile_rate", "fast_0", "fast_1", "own.fast_0", "own.fast_1", "kb.fast_0", "cheat_rate")
+rows = {}
+for label, path in (("start", start), ("rl", after)):
+    metrics = json.loads(Path(path).read_text())["metrics"]
+    rows[label] = {k: metrics[k] for k in keys if k in metrics}
+what = "held-out compositions: the RL version beside the SFT version it started from"
+write_json(Path(dest), {"what": what, "start": name, "rl_model": model, **rows})
+print(json.dumps(rows))
+PY
+elif [ "$RL_STEPS" -gt 0 ]; then
+    echo "no RL: no version has a finished evaluation on the held-out compositions"
 fi
 echo "done: MLflow store $WORKDIR/mlflow.db (kernelwright mlflow-server --workdir $WORKDIR)"

@@ -28,6 +28,10 @@ class PromptTooLong(ValueError):
     """The prompt and the token budget do not fit the model's context: the client's to shorten (400)."""
 
 
+class EmptyPrompt(ValueError):
+    """The prompt has no tokens, so there is nothing to continue from: the client's to fill (400)."""
+
+
 class EngineBusy(RuntimeError):
     """The backend takes no new work for now (its engine is stopping): the client's to retry (503)."""
 

@@ -37,7 +37,15 @@ from typing import Any
 import torch
 
 from kernelwright.serving import metrics
-from kernelwright.serving.backend import Completion, EngineBusy, Prompt, PromptTooLong, Sampling, SamplingRefused
+from kernelwright.serving.backend import (
+    Completion,
+    EmptyPrompt,
+    EngineBusy,
+    Prompt,
+    PromptTooLong,
+    Sampling,
+    SamplingRefused,
+)
 
 log = logging.getLogger(__name__)
 # transformers builds a per-request processor only for a shared value that changes something (no temperature
@@ -210,6 +218,8 @@ class ContinuousBatchingBackend:
     def encode(self, prompt: Prompt, sampling: Sampling) -> list[int]:
         """The prompt's token ids; PromptTooLong when it and the token budget do not fit."""
         ids = list(self.tokenizer(self._text(prompt), add_special_tokens=False)["input_ids"])
+        if not ids:
+            raise EmptyPrompt("the prompt has no tokens: there is nothing to continue from")
         need, n = len(ids) + sampling.max_new_tokens, len(ids)
         context = getattr(self.model.config, "max_position_embeddings", None)
         if context and need > context:

@@ -17,7 +17,7 @@ import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from kernelwright.serving.backend import Completion, Prompt, PromptTooLong, Sampling
+from kernelwright.serving.backend import Completion, EmptyPrompt, Prompt, PromptTooLong, Sampling
 from kernelwright.serving.batching import TextDeltas
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.generate_queue import GenerateQueue, Job
@@ -50,6 +50,8 @@ class HFServingBackend:
     def _encode(self, prompt: Prompt, sampling: Sampling) -> list[int]:
         """The prompt's token ids; PromptTooLong when it and the token budget do not fit the context."""
         ids = [int(i) for i in self.tokenizer(self._text(prompt), add_special_tokens=False)["input_ids"]]
+        if not ids:
+            raise EmptyPrompt("the prompt has no tokens: there is nothing to continue from")
         context = getattr(self.model.config, "max_position_embeddings", None)
         if context and len(ids) + sampling.max_new_tokens > context:
             raise PromptTooLong(f"the prompt ({len(ids)} tokens) and max_new_tokens ({sampling.max_new_tokens}) "

@@ -24,7 +24,7 @@ from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from kernelwright.serving import metrics
-from kernelwright.serving.backend import EngineBusy, EngineError, PromptTooLong, SamplingRefused
+from kernelwright.serving.backend import EmptyPrompt, EngineBusy, EngineError, PromptTooLong, SamplingRefused
 from kernelwright.serving.reload import version_label
 
 log = logging.getLogger(__name__)
@@ -122,9 +122,16 @@ def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
                     headers=exc.headers)
 
 
+def _refused_field(exc: PromptTooLong | SamplingRefused | EmptyPrompt) -> str:
+    """The request field a backend's refusal is about."""
+    if isinstance(exc, SamplingRefused):
+        return exc.field
+    return "prompt" if isinstance(exc, EmptyPrompt) else "max_new_tokens"
+
+
 def server_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    if isinstance(exc, PromptTooLong | SamplingRefused):
-        key = exc.field if isinstance(exc, SamplingRefused) else "max_new_tokens"
+    if isinstance(exc, PromptTooLong | SamplingRefused | EmptyPrompt):
+        key = _refused_field(exc)
         extra = [{"key": key, "message": str(exc), "source": "body"}]
         return Response(error_body(400, f"{key}: {exc}", extra), status_code=400)
     if isinstance(exc, EngineBusy):

@@ -122,7 +122,7 @@ class ChatCompletionRequest(_OpenAIParams, kw_only=True, forbid_unknown_fields=T
 
 
 class CompletionRequest(_OpenAIParams, kw_only=True, forbid_unknown_fields=True):
-    prompt: str
+    prompt: Annotated[str, Meta(min_length=1)]  # an empty one leaves the model nothing to continue from
 
 
 class KernelwrightExtra(msgspec.Struct):

@@ -20,7 +20,7 @@ from litestar.testing import TestClient
 
 from kernelwright.serving import metrics
 from kernelwright.serving.app import create_app
-from kernelwright.serving.backend import Completion, PromptTooLong, Sampling, SamplingRefused
+from kernelwright.serving.backend import Completion, EmptyPrompt, PromptTooLong, Sampling, SamplingRefused
 from kernelwright.serving.batching import (
     ContinuousBatchingBackend,
     EngineSizes,
@@ -276,3 +276,8 @@ def test_serve_config_rejects_unknown_batching_and_negative_sizes() -> None:
         ServeConfig(cb_num_blocks=-1)
     with pytest.raises(ValueError, match="cb_page_size"):
         ServeConfig(cb_page_size=2)
+
+
+def test_a_prompt_without_tokens_is_refused_before_it_reaches_the_engine(engine) -> None:
+    with pytest.raises(EmptyPrompt, match="no tokens"):
+        asyncio.run(engine.generate([""], Sampling(max_new_tokens=4)))

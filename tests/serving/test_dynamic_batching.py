@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 
-from kernelwright.serving.backend import Completion, EngineBusy, PromptTooLong, Sampling
+from kernelwright.serving.backend import Completion, EmptyPrompt, EngineBusy, PromptTooLong, Sampling
 from kernelwright.serving.generate_queue import batch_key
 from kernelwright.serving.hf import HFServingBackend
 from tests.serving.pipeline_model import micro_base
@@ -231,3 +231,8 @@ def test_on_a_cuda_device_waiting_greedy_requests_share_one_call_and_answer_as_a
     finally:
         gpu.close()
     assert seen == [[1, 1, 1]] and [t[0] for t in together] == alone
+
+
+def test_a_prompt_without_tokens_is_refused_before_it_reaches_the_model(backend: HFServingBackend) -> None:
+    with pytest.raises(EmptyPrompt, match="no tokens"):
+        asyncio.run(backend.generate([""], Sampling(max_new_tokens=4)))

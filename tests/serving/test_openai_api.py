@@ -7,6 +7,7 @@ import json
 import pytest
 
 from kernelwright.serving import openai_api
+from kernelwright.serving.backend import EmptyPrompt
 
 MODEL = "models:/kernelwright-coder@champion"
 
@@ -172,3 +173,19 @@ def test_the_openai_client_reads_the_usage_chunk(client_for, good_text) -> None:
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
     assert chunks[-1].usage.completion_tokens == len(good_text.split())
     assert "".join(c.choices[0].delta.content or "" for c in chunks[:-1]) == good_text
+
+
+def test_an_empty_prompt_is_a_400_naming_the_prompt(client_for) -> None:
+    """An empty prompt leaves the model nothing to continue from: refused by the schema, and by the backend
+    where a tokenizer makes no tokens of a prompt that is not empty."""
+    with client_for(["x"]) as (client, backend):
+        empty = client.post("/v1/completions", json={"model": MODEL, "prompt": ""})
+
+        async def no_tokens(prompts, sampling):  # type: ignore[no-untyped-def]
+            raise EmptyPrompt("the prompt has no tokens: there is nothing to continue from")
+
+        backend.generate = no_tokens  # type: ignore[method-assign]
+        tokenless = client.post("/v1/completions", json={"model": MODEL, "prompt": " "})
+    assert empty.status_code == 400 and empty.json()["detail"].startswith("prompt"), empty.text
+    assert tokenless.status_code == 400, tokenless.text
+    assert tokenless.json()["detail"] == "prompt: the prompt has no tokens: there is nothing to continue from"

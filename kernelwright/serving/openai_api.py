@@ -54,17 +54,24 @@ DEFAULT_TEMPERATURE = 1.0  # OpenAI's, for a body that leaves temperature out
 
 
 def _unsupported(req: OpenAIRequest) -> str | None:
-    checks = {"stop": req.stop is not None, "tools": bool(req.tools), "logprobs": bool(req.logprobs),
+    """The first field that asks for something this server does not do (null, empty and "none" ask for nothing)."""
+    checks = {"stop": bool(req.stop), "tools": bool(req.tools), "logprobs": bool(req.logprobs),
               "response_format": req.response_format not in (None, {"type": "text"}),
               "presence_penalty": req.presence_penalty != 0, "frequency_penalty": req.frequency_penalty != 0,
-              "logit_bias": bool(req.logit_bias),
-              "store": isinstance(req, ChatCompletionRequest) and req.store is True}
+              "logit_bias": bool(req.logit_bias)}
+    if isinstance(req, ChatCompletionRequest):
+        checks |= {"store": req.store is True, "top_logprobs": bool(req.top_logprobs),
+                   "tool_choice": req.tool_choice not in (None, "none"), "functions": bool(req.functions),
+                   "function_call": req.function_call not in (None, "none"),
+                   "modalities": req.modalities not in (None, ["text"]), "audio": req.audio is not None,
+                   "prediction": req.prediction is not None, "reasoning_effort": req.reasoning_effort is not None}
     return next((name for name, bad in checks.items() if bad), None)
 
 
 def prompt_of(req: OpenAIRequest) -> Prompt:
+    """The backend's prompt: a chat's messages (a `developer` message as the `system` one chat templates know)."""
     if isinstance(req, ChatCompletionRequest):
-        return [{"role": m.role, "content": m.content} for m in req.messages]
+        return [{"role": "system" if m.role == "developer" else m.role, "content": m.content} for m in req.messages]
     return req.prompt
 
 

@@ -80,7 +80,7 @@ class GenerateResponse(msgspec.Struct):
 # --- OpenAI-compatible ------------------------------------------------------------------------
 
 class ChatMessage(msgspec.Struct):
-    role: Literal["system", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant"]  # developer: OpenAI's newer name for system
     content: str
 
 
@@ -119,6 +119,15 @@ class ChatCompletionRequest(_OpenAIParams, kw_only=True, forbid_unknown_fields=T
     parallel_tool_calls: bool | None = None
     service_tier: Literal["auto", "default"] | None = None  # one tier here: other tiers answer 400
     store: bool | None = None  # nothing is stored for OpenAI's API to read back: true answers 400
+    # taken at the values that ask for nothing (null, "none", ["text"], 0); any other answers 400
+    top_logprobs: Annotated[int, Meta(ge=0, le=20)] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    functions: list[Any] | None = None
+    function_call: str | dict[str, Any] | None = None
+    modalities: list[str] | None = None
+    audio: dict[str, Any] | None = None
+    prediction: dict[str, Any] | None = None
+    reasoning_effort: str | None = None
 
 
 class CompletionRequest(_OpenAIParams, kw_only=True, forbid_unknown_fields=True):

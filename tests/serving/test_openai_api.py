@@ -189,3 +189,38 @@ def test_an_empty_prompt_is_a_400_naming_the_prompt(client_for) -> None:
     assert empty.status_code == 400 and empty.json()["detail"].startswith("prompt"), empty.text
     assert tokenless.status_code == 400, tokenless.text
     assert tokenless.json()["detail"] == "prompt: the prompt has no tokens: there is nothing to continue from"
+
+
+@pytest.mark.parametrize("field, value", [
+    ("stop", []), ("stop", ""), ("top_logprobs", None), ("top_logprobs", 0), ("tool_choice", "none"),
+    ("tool_choice", None), ("functions", []), ("function_call", "none"), ("modalities", ["text"]), ("audio", None),
+    ("prediction", None), ("reasoning_effort", None),
+])
+def test_a_field_at_a_value_that_asks_for_nothing_is_taken(client_for, field: str, value: object) -> None:
+    """Clients fill such fields with their defaults; only a value that asks for something is refused."""
+    with client_for(["x"]) as (client, _):
+        r = client.post("/v1/chat/completions", json={
+            "model": MODEL, "compile_check": False, "messages": [{"role": "user", "content": "hi"}], field: value})
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("field, value", [
+    ("stop", ["\n"]), ("top_logprobs", 2), ("tool_choice", "auto"), ("functions", [{"name": "f"}]),
+    ("function_call", "auto"), ("modalities", ["text", "audio"]), ("audio", {"voice": "alloy"}),
+    ("prediction", {"type": "content", "content": "x"}), ("reasoning_effort", "low"),
+])
+def test_a_field_that_asks_for_what_the_server_does_not_do_is_a_400_naming_it(client_for, field: str,
+                                                                                 value: object) -> None:
+    with client_for(["x"]) as (client, backend):
+        r = client.post("/v1/chat/completions", json={
+            "model": MODEL, "messages": [{"role": "user", "content": "hi"}], field: value})
+    assert r.status_code == 400 and r.json()["detail"] == f"{field}: {field} is not supported by this server", r.text
+    assert backend.prompts == []  # refused before any generation
+
+
+def test_a_developer_message_reaches_the_model_as_the_system_one(client_for) -> None:
+    with client_for(["x"]) as (client, backend):
+        r = client.post("/v1/chat/completions", json={"model": MODEL, "compile_check": False, "messages": [
+            {"role": "developer", "content": "be brief"}, {"role": "user", "content": "hi"}]})
+    assert r.status_code == 200, r.text
+    assert backend.prompts == [[{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]]

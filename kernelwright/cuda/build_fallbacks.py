@@ -44,20 +44,25 @@ def _callee(call: ast.Call) -> str:
     return dotted_name(call.func).rpartition(".")[2]
 
 
+def _inner_scope(node: ast.AST, where: str, cls: str | None) -> tuple[str, str | None]:
+    """(scope, enclosing class) of the nodes inside `node`, which is in scope `where`."""
+    if isinstance(node, ast.ClassDef):
+        return f"class {node.name}", node.name
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return (f"{cls}.{node.name}" if cls else f"function {node.name}"), None
+    return where, cls
+
+
 def _scoped(tree: ast.Module) -> Iterator[Scoped]:
-    """Every node of the file with the name of the scope it is in."""
-
-    def visit(node: ast.AST, where: str, cls: str | None) -> Iterator[Scoped]:
-        for child in ast.iter_child_nodes(node):
-            yield child, where
-            if isinstance(child, ast.ClassDef):
-                yield from visit(child, f"class {child.name}", child.name)
-            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-                yield from visit(child, f"{cls}.{child.name}" if cls else f"function {child.name}", None)
-            else:
-                yield from visit(child, where, cls)
-
-    yield from visit(tree, "module level", None)
+    """Every node of the file, in source order (depth first), with the name of the scope it is in.
+    Iterative: a candidate's expressions may nest deeper than a recursive walk may go."""
+    stack: list[tuple[ast.AST, str, str | None]] = [
+        (c, "module level", None) for c in reversed(list(ast.iter_child_nodes(tree)))]
+    while stack:
+        node, where, cls = stack.pop()
+        yield node, where
+        inner, inner_cls = _inner_scope(node, where, cls)
+        stack.extend((c, inner, inner_cls) for c in reversed(list(ast.iter_child_nodes(node))))
 
 
 class Builds:
@@ -93,10 +98,17 @@ class Builds:
         return isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in self.properties
 
     def builds(self, node: ast.AST) -> bool:
-        """Whether running `node` builds (definitions nested in it are not run)."""
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-            return False
-        return self.is_build(node) or any(self.builds(c) for c in ast.iter_child_nodes(node))
+        """Whether running `node` builds (definitions nested in it are not run). Iterative: a candidate's
+        expressions may nest deeper than Python's recursion limit allows a recursive walk."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+                continue
+            if self.is_build(n):
+                return True
+            stack.extend(ast.iter_child_nodes(n))
+        return False
 
 
 def _reraises(handler: ast.ExceptHandler) -> bool:

@@ -20,6 +20,7 @@ import builtins
 from dataclasses import dataclass, field
 
 from kernelwright.cuda.spans import SpanResult, cuda_string_literals
+from kernelwright.pysource import parse_python
 
 _UNRESOLVED = object()
 
@@ -46,12 +47,14 @@ class CandidateSources:
 
 
 def dotted_name(node: ast.AST) -> str:
-    """`a.b.c` of a name or attribute chain; "" for anything else (a call, a subscript)."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{dotted_name(node.value)}.{node.attr}"
-    return ""
+    """`a.b.c` of a name or attribute chain; "" for anything else (a call, a subscript), whose attributes
+    still follow it (`f().load_inline`: ".load_inline"). A loop: chains may be longer than recursion goes."""
+    attrs: list[str] = []
+    while isinstance(node, ast.Attribute):
+        attrs.append(node.attr)
+        node = node.value
+    head = node.id if isinstance(node, ast.Name) else ""
+    return ".".join([head, *reversed(attrs)]) if attrs else head
 
 
 def _bindings(tree: ast.Module) -> dict[str, ast.expr]:
@@ -202,7 +205,7 @@ def _build(call: ast.Call, resolver: _Resolver) -> Build | None:
 def candidate_sources(py_source: str) -> CandidateSources:
     """Every `load_inline` build of a candidate file, its sources resolved without running it."""
     try:
-        tree = ast.parse(py_source)
+        tree = parse_python(py_source)
     except SyntaxError as exc:
         return CandidateSources(problem=f"python_syntax: line {exc.lineno}: {exc.msg}")
     resolver = _Resolver(_bindings(tree))

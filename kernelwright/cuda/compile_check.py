@@ -32,7 +32,6 @@ host stage is turned off).
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -53,6 +52,7 @@ from kernelwright.cuda.compile_stages import device_stage, host_stage, tool_dir
 from kernelwright.cuda.host_shims import shims_dir
 from kernelwright.cuda.include_policy import refused_includes
 from kernelwright.cuda.nvrtc.program import include_dirs as nvrtc_include_dirs
+from kernelwright.pysource import parse_python
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
 HOST_OFF = "the host stage is turned off (CompileCheckSettings.host)"
@@ -89,7 +89,7 @@ def _not_run(reason: str) -> StageResult:
 
 def _parses(py_source: str) -> bool:
     try:
-        ast.parse(py_source)
+        parse_python(py_source)
     except SyntaxError:
         return False
     return True

@@ -18,6 +18,7 @@ import tree_sitter
 import tree_sitter_cuda
 
 from kernelwright.prompting import code_span
+from kernelwright.pysource import parse_python
 
 KINDS = (
     "barrier",
@@ -222,7 +223,7 @@ def _char_offset(text: str, line_starts: list[int], lineno: int, col_bytes: int)
 def cuda_string_literals(py_source: str, result: SpanResult) -> list[tuple[int, str]]:
     """(character offset of the contents, contents) of each string literal holding CUDA code."""
     try:
-        tree = ast.parse(py_source)
+        tree = parse_python(py_source)
     except SyntaxError:
         result.python_ok = False
         return []

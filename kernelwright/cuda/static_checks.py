@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from kernelwright.cuda.build_fallbacks import build_fallbacks
 from kernelwright.cuda.candidate_sources import dotted_name
+from kernelwright.pysource import parse_python
 
 # Calls that only allocate, reshape or move data: allowed in ModelNew's Python code.
 ALLOWED_TORCH = frozenset({
@@ -242,7 +243,7 @@ def check_source(source: str, require_call: bool = False) -> StaticReport:
     """Run every static check on a candidate's Python source (`require_call`: see `no_kernel` above)."""
     report = StaticReport()
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as exc:
         report.flag("syntax_error", f"line {exc.lineno}: {exc.msg}")
         return report

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import tree_sitter
 
 from kernelwright.cuda.spans import cuda_parser, is_device_function, walk
+from kernelwright.pysource import parse_python
 
 # Tensor compute: calling one from host code computes (part of) the answer with PyTorch.
 COMPUTE_OPS = frozenset({
@@ -264,7 +265,7 @@ def _is_cpp_source(text: str) -> bool:
 def cpp_sources(py_source: str) -> list[tuple[int, str]]:
     """(line of the candidate file, text) of each string literal holding C++/CUDA source."""
     try:
-        tree = ast.parse(py_source)
+        tree = parse_python(py_source)
     except SyntaxError:
         return []
     found = [(n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]

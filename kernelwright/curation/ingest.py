@@ -48,6 +48,7 @@ import polars as pl
 from kernelwright.errors import UsageError
 from kernelwright.infill_format import ANSWER_FILE, META_FILE, PARTIAL_FILE, answer_text, load_task
 from kernelwright.prompting import completion_text, extract_code
+from kernelwright.pysource import parse_python
 
 log = logging.getLogger(__name__)
 
@@ -321,7 +322,7 @@ def _completion(value: Any) -> tuple[str | None, str | None]:
         return None, f"completion is empty or not a string ({type(value).__name__})"
     code = extract_code(text) if "```" in text else text
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError as exc:
         return None, f"completion is not a Python file (line {exc.lineno}: {exc.msg})"
     if not any(isinstance(n, CODE_STATEMENTS) for n in tree.body):

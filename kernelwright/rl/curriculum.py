@@ -34,6 +34,7 @@ from typing import Any
 from kernelwright.errors import UsageError
 from kernelwright.infill_format import META_FILE, infill_messages, load_infill, load_task
 from kernelwright.prompting import prompt_messages
+from kernelwright.pysource import parse_python
 from kernelwright.rl.config import RLConfig
 from kernelwright.seed import load_seed_tasks, split_tasks
 
@@ -92,8 +93,8 @@ def _norm(text: str) -> str:
 def declared_signature(source: str) -> str:
     """The `SIGNATURE = "..."` literal of a synthesized problem file ("" when it has none)."""
     try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+        tree = parse_python(source)
+    except SyntaxError:
         return ""
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SIGNATURE" for t in node.targets):

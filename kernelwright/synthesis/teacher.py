@@ -29,6 +29,7 @@ from typing import Any
 from kernelwright import atomic
 from kernelwright.errors import NoCudaDevice, UsageError
 from kernelwright.prompting import extract_code
+from kernelwright.pysource import parse_python
 from kernelwright.synthesis.teacher_engine import (
     API_KEY_ENV,
     ProblemAnswers,
@@ -128,7 +129,7 @@ def safe_name(problem_id: str) -> str:
 def describe(reference: str, problem_id: str) -> str:
     """The first line of the reference Model's docstring, or a line naming the problem."""
     try:
-        tree = ast.parse(reference)
+        tree = parse_python(reference)
     except SyntaxError:
         tree = ast.Module(body=[], type_ignores=[])
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelwright.errors import UsageError
+from kernelwright.pysource import parse_python
 
 LEVEL_DIR = re.compile(r"^level\d+$")
 
@@ -46,7 +47,7 @@ def _functions(tree: ast.Module) -> set[str]:
 
 def parse_problem_source(source: str, path: Path) -> ast.Module:
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source, str(path))
     except SyntaxError as exc:
         raise UsageError(f"problem {path} is not valid Python (line {exc.lineno}: {exc.msg})") from None
     missing = {"Model", "get_inputs", "get_init_inputs"} - _functions(tree)

@@ -31,6 +31,7 @@ from kernelwright.cuda.pch import header_built_alongside
 from kernelwright.cuda.static_checks import StaticReport, check_source
 from kernelwright.cuda.torch_calls import scan_candidate
 from kernelwright.errors import NoCudaDevice, UsageError
+from kernelwright.pysource import parse_python, read_python
 from kernelwright.verifier.admission import GpuMemory, Ledger, estimate_bytes, host_gpu_ledger, read_peak
 from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.forkserver import ForkServer, Spawned, SpawnRefused, started_server
@@ -52,13 +53,26 @@ def read_inputs(problem: Path, candidate: Path) -> str:
     for path, what in ((problem, "problem"), (candidate, "candidate")):
         if not path.is_file():
             raise UsageError(f"{what} file not found: {path}")
-    parse_problem_source(problem.read_text(encoding="utf-8"), problem)
-    source = candidate.read_text(encoding="utf-8")
+    problem_source = _read(problem, "problem")
+    parse_problem_source(problem_source, problem)
+    source = _read(candidate, "candidate")
     try:
-        compile(source, str(candidate), "exec")
-    except SyntaxError as exc:
-        raise UsageError(f"candidate {candidate} is not valid Python (line {exc.lineno}: {exc.msg})") from None
+        compile(parse_python(source, str(candidate)), str(candidate), "exec")
+    except (SyntaxError, RecursionError, MemoryError) as exc:
+        line, msg = getattr(exc, "lineno", None), getattr(exc, "msg", "nested too deeply for Python's compiler")
+        raise UsageError(f"candidate {candidate} is not valid Python ({f'line {line}: ' if line else ''}{msg})") \
+            from None
     return source
+
+
+def _read(path: Path, what: str) -> str:
+    """A problem's or candidate's text, decoded as Python decodes it; UsageError when it cannot be."""
+    try:
+        return read_python(path)
+    except SyntaxError as exc:
+        raise UsageError(f"{what} {path} is not valid Python ({exc.msg})") from None
+    except OSError as exc:
+        raise UsageError(f"{what} {path} cannot be read ({exc.strerror or exc})") from None
 
 
 # Static reasons that `verify` reports as warnings instead of rejections: a candidate may keep some

@@ -36,6 +36,11 @@ def parse_python(source: str, filename: str = "<unknown>") -> ast.Module:
                           (filename, None, None, None)) from None
 
 
+def syntax_message(exc: SyntaxError) -> str:
+    """`line N: what` of a SyntaxError, or `what` alone when it names no line."""
+    return f"line {exc.lineno}: {exc.msg}" if exc.lineno else str(exc.msg)
+
+
 def decode_python(data: bytes, filename: str = "<unknown>") -> str:
     """The text of a source file's bytes, decoded as Python decodes it (its coding line, else UTF-8)."""
     try:

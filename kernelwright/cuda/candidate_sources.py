@@ -20,7 +20,7 @@ import builtins
 from dataclasses import dataclass, field
 
 from kernelwright.cuda.spans import SpanResult, cuda_string_literals
-from kernelwright.pysource import parse_python
+from kernelwright.pysource import parse_python, syntax_message
 
 _UNRESOLVED = object()
 
@@ -207,7 +207,7 @@ def candidate_sources(py_source: str) -> CandidateSources:
     try:
         tree = parse_python(py_source)
     except SyntaxError as exc:
-        return CandidateSources(problem=f"python_syntax: line {exc.lineno}: {exc.msg}")
+        return CandidateSources(problem=f"python_syntax: {syntax_message(exc)}")
     resolver = _Resolver(_bindings(tree))
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and dotted_name(n.func).endswith("load_inline")]
     unbound = unbound_source_names(tree, calls)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from kernelwright.cuda.build_fallbacks import build_fallbacks
 from kernelwright.cuda.candidate_sources import dotted_name
-from kernelwright.pysource import parse_python
+from kernelwright.pysource import parse_python, syntax_message
 
 # Calls that only allocate, reshape or move data: allowed in ModelNew's Python code.
 ALLOWED_TORCH = frozenset({
@@ -245,7 +245,7 @@ def check_source(source: str, require_call: bool = False) -> StaticReport:
     try:
         tree = parse_python(source)
     except SyntaxError as exc:
-        report.flag("syntax_error", f"line {exc.lineno}: {exc.msg}")
+        report.flag("syntax_error", syntax_message(exc))
         return report
     _check_tampering(tree, report)
     _check_kernels(tree, report)

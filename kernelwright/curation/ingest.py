@@ -48,7 +48,7 @@ import polars as pl
 from kernelwright.errors import UsageError
 from kernelwright.infill_format import ANSWER_FILE, META_FILE, PARTIAL_FILE, answer_text, load_task
 from kernelwright.prompting import completion_text, extract_code
-from kernelwright.pysource import parse_python
+from kernelwright.pysource import parse_python, syntax_message
 
 log = logging.getLogger(__name__)
 
@@ -324,7 +324,7 @@ def _completion(value: Any) -> tuple[str | None, str | None]:
     try:
         tree = parse_python(code)
     except SyntaxError as exc:
-        return None, f"completion is not a Python file (line {exc.lineno}: {exc.msg})"
+        return None, f"completion is not a Python file ({syntax_message(exc)})"
     if not any(isinstance(n, CODE_STATEMENTS) for n in tree.body):
         return None, f"completion is not code: no import, def or class in {text.strip()[:40]!r}"
     return completion_text(code), None
@@ -345,7 +345,19 @@ def normalise_row(raw: RawRow, cols: dict[str, str | None], source: str) -> dict
     if error is None and row["prompt"] is None:
         error = f"prompt is empty or not a string ({type(value['prompt']).__name__})"
     row["parse_error"] = error or comp_error
+    unencodable = [k for k, v in row.items() if isinstance(v, str) and not _encodable(v)]
+    if unencodable:  # JSON can spell lone surrogates ("\\udcff"); no Parquet string can hold them
+        row.update({k: row[k].encode("utf-8", "replace").decode("utf-8") for k in unencodable})
+        row["parse_error"] = row["parse_error"] or f"{unencodable[0]} is not valid Unicode text (a lone surrogate)"
     return row
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _unique_ids(frame: pl.DataFrame) -> pl.DataFrame:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelwright.errors import UsageError
-from kernelwright.pysource import parse_python
+from kernelwright.pysource import parse_python, read_python, syntax_message
 
 LEVEL_DIR = re.compile(r"^level\d+$")
 
@@ -36,7 +36,7 @@ def _literal(tree: ast.Module, name: str) -> Any:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             try:
                 return ast.literal_eval(node.value)
-            except ValueError:
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):  # not a plain literal
                 return None
     return None
 
@@ -49,7 +49,7 @@ def parse_problem_source(source: str, path: Path) -> ast.Module:
     try:
         tree = parse_python(source, str(path))
     except SyntaxError as exc:
-        raise UsageError(f"problem {path} is not valid Python (line {exc.lineno}: {exc.msg})") from None
+        raise UsageError(f"problem {path} is not valid Python ({syntax_message(exc)})") from None
     missing = {"Model", "get_inputs", "get_init_inputs"} - _functions(tree)
     if missing:
         raise UsageError(f"problem {path} lacks {', '.join(sorted(missing))} (KernelBench format)")
@@ -59,7 +59,11 @@ def parse_problem_source(source: str, path: Path) -> ast.Module:
 def load_problem(path: Path, level: str | None = None) -> Problem:
     if not path.is_file():
         raise UsageError(f"problem file not found: {path}")
-    tree = parse_problem_source(path.read_text(encoding="utf-8"), path)
+    try:
+        source = read_python(path)
+    except SyntaxError as exc:
+        raise UsageError(f"problem {path} is not valid Python ({exc.msg})") from None
+    tree = parse_problem_source(source, path)
     shapes = _literal(tree, "SHAPES")
     if not (isinstance(shapes, list) and shapes and all(isinstance(s, dict) for s in shapes)):
         shapes = [{}]

@@ -31,7 +31,7 @@ from kernelwright.cuda.pch import header_built_alongside
 from kernelwright.cuda.static_checks import StaticReport, check_source
 from kernelwright.cuda.torch_calls import scan_candidate
 from kernelwright.errors import NoCudaDevice, UsageError
-from kernelwright.pysource import parse_python, read_python
+from kernelwright.pysource import parse_python, read_python, syntax_message
 from kernelwright.verifier.admission import GpuMemory, Ledger, estimate_bytes, host_gpu_ledger, read_peak
 from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.forkserver import ForkServer, Spawned, SpawnRefused, started_server
@@ -58,9 +58,10 @@ def read_inputs(problem: Path, candidate: Path) -> str:
     source = _read(candidate, "candidate")
     try:
         compile(parse_python(source, str(candidate)), str(candidate), "exec")
-    except (SyntaxError, RecursionError, MemoryError) as exc:
-        line, msg = getattr(exc, "lineno", None), getattr(exc, "msg", "nested too deeply for Python's compiler")
-        raise UsageError(f"candidate {candidate} is not valid Python ({f'line {line}: ' if line else ''}{msg})") \
+    except SyntaxError as exc:
+        raise UsageError(f"candidate {candidate} is not valid Python ({syntax_message(exc)})") from None
+    except (RecursionError, MemoryError):
+        raise UsageError(f"candidate {candidate} is not valid Python (nested too deeply for Python's compiler)") \
             from None
     return source
 

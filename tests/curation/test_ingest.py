@@ -120,3 +120,16 @@ def test_bad_rows_are_reported_and_the_rest_kept(tmp_path: Path) -> None:
     assert "not code" in errors["c:6"]
     assert "not JSON" in errors["c:7"]
     assert sum(e is None for e in errors.values()) == 6
+
+
+def test_hostile_rows_are_reported_not_fatal(tmp_path: Path) -> None:
+    """JSON may spell a lone surrogate, which no Parquet string holds; a completion may nest past Python's
+    parser. Each such row gets its reason; the others are kept."""
+    deep = "f = " + "lambda: " * 3000 + "0\n"
+    records = [RECORDS[0], {**RECORDS[1], "ref_code": "\udcff" + RECORDS[1]["ref_code"]},
+               {**RECORDS[2], "custom_code": deep}]
+    frame = ingest_one(_jsonl(tmp_path / "h.jsonl", records), CL1_MAP)
+    errors = dict(zip(frame["id"], frame["parse_error"], strict=True))
+    assert errors["h:1"] is None
+    assert errors["h:2"] == "prompt is not valid Unicode text (a lone surrogate)"
+    assert errors["h:3"] == "completion is not a Python file (nested too deeply for Python's parser)"

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from kernelwright.base_model.perplexity import Perplexity
 from kernelwright.errors import UsageError
 from kernelwright.evaluation import stage
 from kernelwright.evaluation.candidates import select_problems
@@ -65,6 +66,7 @@ def scripted(workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     """A model folder that loads nothing, generating through ScriptedBackend."""
     monkeypatch.setattr(ScriptedBackend, "answers", {t.partial: t.answer for t in _tasks(workdir)})
     monkeypatch.setattr(stage, "load_model", lambda ref: (None, None))
+    monkeypatch.setattr(stage, "heldout_perplexity", lambda model, tokenizer: Perplexity(13, 100, 300, 1.0, 2.7, 0.5))
     monkeypatch.setattr(stage, "HFBackend", ScriptedBackend)
     model = tmp_path / "scripted-model"
     model.mkdir()

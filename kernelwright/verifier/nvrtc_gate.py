@@ -36,6 +36,7 @@ from kernelwright.cuda.include_policy import refused_includes
 from kernelwright.cuda.nvrtc.program import include_dirs
 from kernelwright.cuda.source_views import device_view
 from kernelwright.cuda.spans import cuda_parser
+from kernelwright.pysource import parse_python
 from kernelwright.verifier.build_failure import BuildFailure, first_error
 from kernelwright.verifier.verdict import Verdict
 
@@ -72,9 +73,11 @@ def _flags_problem(tree: ast.Module) -> str:
             if kw.arg == "extra_cuda_cflags":
                 try:
                     flags = ast.literal_eval(kw.value)
-                except ValueError:
+                except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
                     return "extra_cuda_cflags not a literal"
                 flags = [flags] if isinstance(flags, str) else flags
+                if flags is not None and not isinstance(flags, list | tuple):
+                    return "extra_cuda_cflags not a list of strings"
                 bad = [f for f in flags or [] if not (isinstance(f, str) and SAFE_FLAGS.match(f))]
                 if bad:
                     return f"extra_cuda_cflags {bad[0]!r}"
@@ -134,7 +137,7 @@ def nvrtc_outcome(source: str, settings: CompileCheckSettings | None = None) -> 
     foreign = _foreign_errors(log, own)
     why = ("sources guessed from string literals" if not all(b.resolved for b in found.builds) else
            "NVRTC did not finish (a limit, or unavailable)" if not reached else
-           _flags_problem(ast.parse(source)) or _untrusted_sources(found.cuda) or
+           _flags_problem(parse_python(source)) or _untrusted_sources(found.cuda) or
            (f"an error outside the candidate's sources ({os.path.basename(foreign[0])})" if foreign else ""))
     return NvrtcOutcome(True, why, log)
 

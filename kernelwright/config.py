@@ -36,6 +36,10 @@ def read_yaml_config(path: Path, cls: type) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise UsageError(f"config file {path} is not valid YAML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"config file {path} is not UTF-8 text (byte {exc.start})") from None
+    except RecursionError:
+        raise UsageError(f"config file {path} nests too deeply to read") from None
     if not isinstance(data, dict):
         raise UsageError(f"config file {path} must hold a mapping of keys to values, not {type(data).__name__}")
     known = set(field_names(cls))
@@ -46,6 +50,31 @@ def read_yaml_config(path: Path, cls: type) -> dict[str, Any]:
             f"(known keys for {cls.__name__}: {', '.join(sorted(known))})"
         )
     return {k.replace("-", "_"): v for k, v in data.items()}
+
+
+def typed_values(parser: argparse.ArgumentParser, values: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A config file's values converted as their flags' values are (the same types and choices), so a
+    file cannot hand a field what its flag would refuse: UsageError naming the key otherwise."""
+    actions = {a.dest: a for a in parser._actions}  # noqa: SLF001 - argparse keeps them nowhere public
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        action = actions.get(key)
+        if action is None or value is None or not callable(action.type):
+            out[key] = value
+            continue
+        many = action.nargs in ("+", "*")
+        items = value if many and isinstance(value, list) else [value]
+        if (many and not isinstance(value, list)) or not all(isinstance(v, str | int | float) for v in items):
+            want = "a list of values" if many else "one value"
+            raise UsageError(f"config file {path}: {key} must be {want}, not {type(value).__name__}")
+        try:
+            converted = [action.type(v if isinstance(v, str) else str(v)) for v in items]
+        except (TypeError, ValueError, argparse.ArgumentTypeError) as exc:
+            raise UsageError(f"config file {path}: {key}: invalid value {value!r} ({exc})") from None
+        if action.choices is not None and any(v not in action.choices for v in converted):
+            raise UsageError(f"config file {path}: {key} must be one of {', '.join(map(str, action.choices))}")
+        out[key] = converted if many else converted[0]
+    return out
 
 
 def build_parser(cls: type, prog: str, description: str | None = None) -> argparse.ArgumentParser:
@@ -61,7 +90,7 @@ def parse_config(cls: type[T], argv: Sequence[str], prog: str, description: str 
     pre.add_argument("--config", type=Path, default=None)
     known, _ = pre.parse_known_args(list(argv))
     if known.config is not None:
-        parser.set_defaults(**read_yaml_config(known.config, cls))
+        parser.set_defaults(**typed_values(parser, read_yaml_config(known.config, cls), known.config))
     ns = parser.parse_args(list(argv))  # unknown flags: argparse prints usage and exits 2
     values = {k: v for k, v in vars(ns).items() if k != "config"}
     try:

@@ -66,3 +66,32 @@ def test_bad_paths_are_refused_before_the_store_is_created(argv: list[str], tmp_
     err = " ".join(capsys.readouterr().err.split())
     assert "not found" in err or "no Hugging Face checkpoint" in err
     assert not (workdir / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize("text, why", [
+    ("max_steps: many\n", "max_steps: invalid value 'many'"),
+    ("max_steps: 2.5\n", "max_steps: invalid value 2.5"),
+    ("max_steps: [1]\n", "max_steps must be one value, not list"),
+    ("lora: maybe\n", "lora: invalid value 'maybe'"),
+    ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nests too deeply"),
+])
+def test_a_yaml_value_is_converted_as_its_flag_would_be(tmp_path: Path, text: str, why: str) -> None:
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text(text)
+    with pytest.raises(UsageError, match=why.replace("[", r"\[")):
+        parse_config(TrainConfig, ["--config", str(cfg_file)], "t")
+
+
+def test_yaml_values_of_every_kind_take(tmp_path: Path) -> None:
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text("max_steps: 5\nlearning_rate: 1e-3\nlora: true\nbf16: false\nsampling: group_by_length\n")
+    cfg = parse_config(TrainConfig, ["--config", str(cfg_file)], "t")
+    assert (cfg.max_steps, cfg.learning_rate, cfg.lora, cfg.bf16, cfg.sampling) == (5, 1e-3, True, False,
+                                                                                   "group_by_length")
+
+
+def test_a_config_file_that_is_not_text_is_a_usage_error(tmp_path: Path) -> None:
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(UsageError, match="not UTF-8 text"):
+        parse_config(TrainConfig, ["--config", str(cfg_file)], "t")

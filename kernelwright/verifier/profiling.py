@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from kernelwright.cuda.static_checks import kernel_names
+from kernelwright.pysource import read_python
 
 
 def candidate_kernel_names(candidate_path: Path) -> set[str]:
     """The candidate's `__global__` names, as the static checks find them (any placement of
     `__launch_bounds__`): the profiler's custom-kernel share counts time in these."""
-    return set(kernel_names(candidate_path.read_text(encoding="utf-8")))
+    return set(kernel_names(read_python(candidate_path)))  # decoded as Python decoded it (its coding line)
 
 
 PROFILED_CALLS = 3

@@ -34,6 +34,9 @@ class EvaluateConfig:
                 "99%% of the seed solutions in the `small` base's tokens (whole kernels; 384 held none)."})
     temperature: float = field(default=0.0, metadata={"help": "Sampling temperature; 0: greedy."})
     batch_size: int = field(default=8, metadata={"help": "Prompts per generate() call."})
+    heldout_nll: bool = field(default=True, metadata={
+        "help": "Also score the seed corpus's 13 held-out answers by teacher forcing under the model when "
+                "generating (heldout_bits_per_char: one forward pass each); off: skip it (a large model on a CPU)."})
     seed: int = field(default=0, metadata={"help": "Sampling seed."})
     jobs: int = field(default=0, metadata={
         "help": "Verification workers on this machine (builds run in parallel); 0: one per core. With --ray the "

@@ -162,9 +162,9 @@ def generate_into(folder: Path, problems: list[Problem], ref: ModelRef, cfg: Eva
         completions = backend.generate(prompts, cfg.samples)
     write_generations(folder, problems, completions)
     generate_s = round(time.perf_counter() - start, 2)
-    heldout = heldout_perplexity(model, tokenizer)
+    bits = round(heldout_perplexity(model, tokenizer).bits_per_char, 4) if cfg.heldout_nll else None
     record = GenerationRecord(ref.uri, cfg.samples, cfg.temperature, cfg.max_new_tokens, cfg.seed, len(problems),
-                              generate_s, round(heldout.bits_per_char, 4))
+                              generate_s, bits)
     atomic.write_text(folder / GENERATION_RECORD, json.dumps(asdict(record), indent=1))
     return record
 

@@ -55,3 +55,11 @@ def test_a_folder_without_a_readable_record_is_external(tmp_path: Path) -> None:
 def test_generate_only_and_generations_together_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="--generate-only makes candidates"):
         EvaluateConfig(generations=str(tmp_path), generate_only=True)
+
+
+def test_the_held_out_figure_can_be_left_out(tiny_model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "eval"
+    argv = ["evaluate", "--model", str(tiny_model_dir), "--generate-only", "--max-new-tokens", "2",
+            "--heldout-nll", "false", "--out", str(out), "--workdir", str(tmp_path / "kw")]
+    assert main(argv) == 0
+    assert json.loads((out / "generations" / GENERATION_RECORD).read_text())["heldout_bits_per_char"] is None

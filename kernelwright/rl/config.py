@@ -46,7 +46,9 @@ class RLConfig:
     beta: float = field(default=0.04, metadata={
         "help": "KL coefficient against the starting policy; 0: no KL term and no reference model."})
     loss_type: str = field(default="dapo", metadata={"help": f"GRPO loss aggregation: {', '.join(LOSS_TYPES)}."})
-    max_completion_length: int = field(default=1024, metadata={"help": "Most tokens generated per completion."})
+    max_completion_length: int = field(default=2048, metadata={
+        "help": "Most tokens generated per completion: whole kernels need the evaluation's budget (2048 holds 97%% "
+                "of the synthesized solutions in the `small` base's tokens)."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of the completions (> 0)."})
     reward_format: float = field(default=FORMAT, metadata={
         "help": "Reward of an answer whose code is in a fenced block, whatever the judge says (not for a rejected "

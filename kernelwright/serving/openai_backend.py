@@ -115,7 +115,7 @@ def message_of(response: httpx.Response) -> str:
     """The engine's error message: OpenAI's `error.message`, FastAPI's `detail`, or the body's text."""
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return response.text or response.reason_phrase
     if isinstance(body, dict):
         found = body.get("error") or body.get("detail") or body.get("message")
@@ -163,7 +163,7 @@ def garbage(settings: EngineSettings, what: str) -> EngineError:
 def payload(text: str, settings: EngineSettings, what: str) -> dict[str, Any]:
     try:
         body = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         raise garbage(settings, what) from None
     if not isinstance(body, dict):
         raise garbage(settings, what)
@@ -252,7 +252,7 @@ class OpenAIBackend:
             return None if self.model in ids else f"the engine no longer lists {self.model!r}"
         except httpx.HTTPError as exc:
             return str(transport_error(exc, self.settings))
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             return "the engine's /v1/models answered something that is not a model list"
 
     def _http(self) -> httpx.AsyncClient:

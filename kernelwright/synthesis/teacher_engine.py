@@ -168,8 +168,9 @@ class _Client:
             raise EngineFailure(f"no answer to {method} {route}: {reason}") from None
         try:
             return json.loads(raw), answer_headers
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise EngineFailure(f"malformed JSON from {method} {route}: {exc}: {raw[:DETAIL_CHARS]!r}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:  # deeper than the parser goes
+            raise EngineFailure(f"malformed JSON from {method} {route}: {type(exc).__name__}: {exc}: "
+                                f"{raw[:DETAIL_CHARS]!r}") from None
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:

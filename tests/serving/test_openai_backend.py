@@ -129,7 +129,8 @@ def _answers(response: httpx.Response) -> Any:
     (_answers(_answer(200, text="<html>hello</html>")), 502, "not an OpenAI"),
     (_answers(_answer(200, {"choices": [{"message": {"content": 3}}]})), 502, "not an OpenAI"),
     (_answers(_answer(404, {"detail": "no such model"})), 502, "no such model"),
-], ids=["down", "timeout", "broken", "500", "503", "429", "html", "wrong-shape", "404"])
+    (_answers(_answer(200, text="[" * 100_000 + "]" * 100_000)), 502, "not an OpenAI"),
+], ids=["down", "timeout", "broken", "500", "503", "429", "html", "wrong-shape", "404", "too-deep"])
 def test_engine_failures_are_clear_gateway_errors(compile_cache: str, fault: Any, status: int, words: str) -> None:
     engine = FakeEngine(fault=fault)
     with engine_client(engine, compile_cache) as client:

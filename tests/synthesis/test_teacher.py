@@ -175,9 +175,11 @@ class StubEngine(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, refuse_n: bool = False, fail_on: str = "", garble_on: str = "", busy: int = 0) -> None:
+    def __init__(self, refuse_n: bool = False, fail_on: str = "", garble_on: str = "", busy: int = 0,
+                 nest_on: str = "") -> None:
         super().__init__(("127.0.0.1", 0), StubHandler)
         self.refuse_n, self.fail_on, self.garble_on, self.busy = refuse_n, fail_on, garble_on, busy
+        self.nest_on = nest_on  # answer JSON nested deeper than Python's parser goes
         self.bodies: list[dict[str, Any]] = []
         self.auth: list[str | None] = []
         self.lock = threading.Lock()
@@ -221,6 +223,8 @@ class StubHandler(BaseHTTPRequestHandler):
             return self._send(500, b'{"error": "engine crashed"}')
         if self.server.garble_on and self.server.garble_on in user:
             return self._send(200, b"<html>not json")
+        if self.server.nest_on and self.server.nest_on in user:
+            return self._send(200, b"[" * 100_000 + b"]" * 100_000)
         choices = [{"index": i, "message": {"role": "assistant", "content": _variant(f"stub {i}")},
                     "finish_reason": "stop"} for i in range(body.get("n", 1))]
         self._send(200, json.dumps({"object": "chat.completion", "model": body["model"], "choices": choices}).encode())
@@ -248,12 +252,16 @@ def test_a_500_on_one_problem_is_recorded_and_the_rest_continue(stub: Any, probl
     extra = tmp_path / "3_gelu.py"
     shutil.copy(_seed("elementwise_gelu_tanh").path / "reference.py", extra)
     more = [*problems, Problem(id="level1/3_gelu", path=extra, category="elementwise", dtype="float32")]
-    engine = stub(fail_on="functional.elu(", garble_on="functional.gelu(")
+    deep = tmp_path / "4_hardswish.py"
+    shutil.copy(_seed("elementwise_hardswish_bf16").path / "reference.py", deep)
+    more.append(Problem(id="level1/4_hardswish", path=deep, category="elementwise", dtype="bfloat16"))
+    engine = stub(fail_on="functional.elu(", garble_on="functional.gelu(", nest_on="hardswish")
     answers = ask_teacher(more, TeacherSettings(url=engine.url, k=2, concurrency=3, timeout_s=30))
     assert answers.teacher == TeacherIdentity(engine.url, "stub-model", "unknown")
     errors = answers.errors
-    assert set(errors) == {"level1/2_elu", "level1/3_gelu"}
+    assert set(errors) == {"level1/2_elu", "level1/3_gelu", "level1/4_hardswish"}
     assert "HTTP 500" in errors["level1/2_elu"] and "malformed JSON" in errors["level1/3_gelu"]
+    assert "malformed JSON" in errors["level1/4_hardswish"] and "RecursionError" in errors["level1/4_hardswish"]
     assert len(answers.of(leaky.id).texts) == 2  # type: ignore[union-attr]
 
     judge = FixtureJudge()

@@ -163,7 +163,7 @@ def load_task(task_dir: Path) -> InfillTask:
     try:
         meta = json.loads(_read(task_dir / META_FILE))
         fields = {k: str(meta[k]) for k in ("id", "task_id", "kind", "signature", "family")}
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise UsageError(f"infill task {task_dir}: meta.json is not a task record ({exc})") from None
     task = InfillTask(reference=_read(task_dir / PROBLEM_FILE), partial=_read(task_dir / PARTIAL_FILE),
                       answer=_read(task_dir / ANSWER_FILE), **fields)

@@ -111,7 +111,7 @@ def build_key(cfg: PretrainConfig, corpus_digest: str) -> str:
 def read_meta(path: Path) -> dict[str, Any] | None:
     try:
         meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return meta if isinstance(meta, dict) and (path / "config.json").is_file() else None
 

@@ -105,6 +105,9 @@ def _read_jsonl(path: Path) -> Iterator[RawRow]:
         except json.JSONDecodeError as exc:
             yield RawRow(n, {}, f"line {n} is not JSON: {exc.msg}")
             continue
+        except RecursionError:
+            yield RawRow(n, {}, f"line {n} is not JSON this reader can take: nested too deeply")
+            continue
         yield RawRow(n, obj) if isinstance(obj, dict) else RawRow(n, {}, f"line {n} is not a JSON object")
 
 
@@ -113,6 +116,8 @@ def _read_json(path: Path) -> Iterator[RawRow]:
         data = json.loads(_read_text(path))
     except json.JSONDecodeError as exc:
         raise UsageError(f"cannot read {path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    except RecursionError:
+        raise UsageError(f"cannot read {path}: JSON nested too deeply") from None
     if isinstance(data, dict):
         data = next((data[k] for k in JSON_LIST_KEYS if isinstance(data.get(k), list)), data)
     if not isinstance(data, list):
@@ -152,7 +157,7 @@ def _read_seed(tasks: Path) -> Iterator[RawRow]:
             task = meta.get("id", folder.name)
             yield RawRow(n, {**meta, "id": task, "task_id": task, "prompt": _read_text(folder / "reference.py"),
                              "completion": _read_text(folder / "solution.py")})
-        except (UsageError, json.JSONDecodeError) as exc:
+        except (UsageError, json.JSONDecodeError, RecursionError) as exc:
             yield RawRow(n, {"task_id": folder.name}, f"task {folder.name}: {exc}")
 
 
@@ -210,7 +215,7 @@ def _infill_row(split: str | None, folder: Path, source: str) -> dict[str, Any]:
     try:
         task = load_task(folder)
         meta = json.loads(_read_text(folder / META_FILE))
-    except (UsageError, json.JSONDecodeError) as exc:
+    except (UsageError, json.JSONDecodeError, RecursionError) as exc:
         return {**row, "meta": json.dumps({"task_kind": "infill", **where}), "parse_error": str(exc)}
     info = {**{k: v for k, v in meta.items() if k not in ("id", "task_id", "kind")}, **where,
             "task_kind": "infill", "region_kind": task.kind, "partial": task.partial}
@@ -233,7 +238,7 @@ def infill_meta(meta: str | None) -> tuple[str, str] | None:
     """(region kind, partial solution) of an ingested row whose meta says `task_kind: "infill"`; else None."""
     try:
         data = json.loads(meta) if meta else {}
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("task_kind") != "infill":
         return None

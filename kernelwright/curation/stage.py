@@ -77,7 +77,7 @@ def unverified_ids(corpus: pl.DataFrame) -> list[str]:
     for row_id, meta in zip(corpus["id"].to_list(), corpus["meta"].to_list(), strict=True):
         try:
             data = json.loads(meta) if meta else {}
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
         if isinstance(data, dict) and data.get("verified") is False:
             out.append(str(row_id))

@@ -187,7 +187,7 @@ def read_generation_record(folder: Path) -> dict[str, Any] | None:
     """A generations folder's `generation.json`; None when it has none or it is not a JSON object."""
     try:
         rec = json.loads((folder / GENERATION_RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return rec if isinstance(rec, dict) else None
 

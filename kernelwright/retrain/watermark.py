@@ -57,7 +57,7 @@ class FileDigests:
         self.cache_file = cache_file
         try:
             self.cache: dict[str, str] = json.loads(cache_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             self.cache = {}
         self.changed = False
 

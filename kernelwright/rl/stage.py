@@ -116,7 +116,7 @@ def load_policy(cfg: RLConfig, out: Path, resuming: bool) -> tuple[Any, PreTrain
 def _read_source(start: Path) -> str:
     try:
         return str(json.loads((start / SOURCE_FILE).read_text())["source"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return str(start)
 
 

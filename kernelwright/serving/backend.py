@@ -109,7 +109,7 @@ class ScriptedBackend:
     def from_file(cls, path: Path) -> ScriptedBackend:
         try:
             texts = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, json.JSONDecodeError, RecursionError) as exc:
             raise UsageError(f"scripted backend file {path}: {exc}") from None
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
             raise UsageError(f"scripted backend file {path} must hold a non-empty JSON list of strings")

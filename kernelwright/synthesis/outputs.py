@@ -71,6 +71,6 @@ def write_manifest(out: Path, manifest: Mapping[str, Any]) -> None:
 def read_manifest(out: Path) -> dict[str, Any]:
     try:
         data = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, json.JSONDecodeError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -128,7 +128,7 @@ class Ledger:
             data = json.loads(self.path.read_text())
             holders = [Hold(**h) for h in data["holders"]]
             queue = [Hold(**w) for w in data["queue"]]
-        except (OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: start afresh
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):  # none yet, or unreadable: start afresh
             holders, queue = [], []
         return {"holders": {h.token: h for h in holders}, "queue": queue}
 
@@ -232,7 +232,7 @@ def read_peak(build_cache: str | None, problem: str) -> int | None:
     path = peak_path(build_cache, problem)
     try:
         peak = json.loads(path.read_text())["peak_bytes"] if path is not None else None
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     return peak if type(peak) is int and peak >= 0 else None
 

@@ -97,7 +97,7 @@ class Channel:
 def parse_reply(line: bytes) -> dict[str, Any]:
     try:
         reply = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: nested past what json.loads reads
         raise ChannelBroken(f"a reply that is not JSON: {line[:80]!r}") from None
     if not isinstance(reply, dict):
         raise ChannelBroken(f"a reply that is not an object: {type(reply).__name__}")

@@ -107,7 +107,7 @@ def cached_fan_in(build_cache: str | None, problem_file: str, shape: dict[str, A
             held = json.loads(path.read_text(encoding="utf-8")).get("fan_in")
             if isinstance(held, int) and not isinstance(held, bool) and held >= 1:
                 return held
-        except (OSError, ValueError, AttributeError):  # none yet, or unreadable: measured again
+        except (OSError, ValueError, AttributeError, RecursionError):  # none yet, or unreadable: measured again
             pass
     n = measure()
     if n is not None and path is not None:

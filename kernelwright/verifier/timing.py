@@ -330,7 +330,7 @@ def read_ref_cache(path: Path | None) -> RefCache:
     try:
         data = json.loads(path.read_text())
         return RefCache(path, (float(data["ref_runtime_ms"]), data["ref_compile_runtime_ms"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return RefCache(path, None)
 
 

@@ -128,8 +128,9 @@ def test_hostile_rows_are_reported_not_fatal(tmp_path: Path) -> None:
     deep = "f = " + "lambda: " * 3000 + "0\n"
     records = [RECORDS[0], {**RECORDS[1], "ref_code": "\udcff" + RECORDS[1]["ref_code"]},
                {**RECORDS[2], "custom_code": deep}]
-    frame = ingest_one(_jsonl(tmp_path / "h.jsonl", records), CL1_MAP)
+    frame = ingest_one(_jsonl(tmp_path / "h.jsonl", records, ("[" * 100_000 + "]" * 100_000,)), CL1_MAP)
     errors = dict(zip(frame["id"], frame["parse_error"], strict=True))
     assert errors["h:1"] is None
     assert errors["h:2"] == "prompt is not valid Unicode text (a lone surrogate)"
     assert errors["h:3"] == "completion is not a Python file (nested too deeply for Python's parser)"
+    assert errors["h:4"] == "line 4 is not JSON this reader can take: nested too deeply"

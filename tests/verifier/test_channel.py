@@ -29,7 +29,8 @@ def _pair() -> tuple[Channel, int, int]:
     return Channel(req_w, rep_r), req_r, rep_w
 
 
-@pytest.mark.parametrize("line", [b"not json", b"[1, 2]", b"\xff\xfe", b'"a string"', b"42"])
+@pytest.mark.parametrize("line", [b"not json", b"[1, 2]", b"\xff\xfe", b'"a string"', b"42",
+                                  b"[" * 100_000 + b"]" * 100_000, b'{"a": ' * 50_000 + b"1" + b"}" * 50_000])
 def test_a_reply_that_is_not_an_object_is_broken(line: bytes) -> None:
     with pytest.raises(ChannelBroken):
         parse_reply(line)

@@ -1,0 +1,79 @@
+"""The corpus of hostile candidate files (tests/fixtures/hostile) through every check that reads a candidate
+on a CPU: each answers with a verdict, a refusal or a usage error, and none raises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelwright.cli import main
+from kernelwright.cuda.candidate_sources import candidate_sources
+from kernelwright.cuda.compile_check import check_many
+from kernelwright.cuda.compile_result import CompileCheckSettings
+from kernelwright.cuda.nvrtc import program
+from kernelwright.cuda.static_checks import check_source
+from kernelwright.evaluation.candidates import Candidate
+from kernelwright.evaluation.checking import pre_verdict
+from kernelwright.verifier.problems import load_problem
+from kernelwright.verifier.verify import static_verdict
+from tests.fixtures.hostile.sources import HOSTILE, SOLUTION
+
+PROBLEM = Path(__file__).parent.parent / "kernelwright" / "seed" / "tasks" / "elementwise_elu" / "reference.py"
+NAMES = list(HOSTILE)
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def _python_rejects(text: str) -> bool:
+    """The oracle: Python itself cannot compile the text (then, and only then, it is a syntax error)."""
+    try:
+        compile(text, "candidate.py", "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+    return False
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_static_checks_answer_every_hostile_file(name: str) -> None:
+    text = _text(HOSTILE[name][0])
+    report = check_source(text)
+    assert ("syntax_error" in report.reasons) == _python_rejects(text), report.reasons
+    candidate_sources(text)
+    static_verdict(text)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_verify_answers_every_hostile_file_without_a_traceback(name: str, tmp_path: Path, capsys) -> None:
+    data, invalid = HOSTILE[name]
+    candidate = tmp_path / "candidate.py"
+    candidate.write_bytes(data)
+    code = main(["verify", "--static", "--problem", str(PROBLEM), "--candidate", str(candidate)])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if invalid is not None:
+        assert code == 2 and "is not valid Python" in err and invalid in err, err
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_evaluation_gives_every_hostile_file_its_verdict(name: str, tmp_path: Path) -> None:
+    data, invalid = HOSTILE[name]
+    candidate = tmp_path / "sample_0.py"
+    candidate.write_bytes(data)
+    verdict = pre_verdict(Candidate(problem=load_problem(PROBLEM), sample=0, path=candidate))
+    if invalid is not None:
+        assert verdict is not None and verdict.reason == "syntax_error", verdict
+
+
+def test_the_compile_check_answers_the_whole_corpus_at_once(tmp_path: Path) -> None:
+    """The server's and the CPU evaluation's compile check: one result per file, the honest one among them."""
+    sources = [_text(data) for data, _ in HOSTILE.values()] + [SOLUTION]
+    settings = CompileCheckSettings(cache_dir=tmp_path / "cache", host=False, workers=2, timeout_s=60.0)
+    results = check_many(sources, settings)
+    assert len(results) == len(sources)
+    for name, text, result in zip(HOSTILE, sources, results, strict=False):
+        if _python_rejects(text):
+            assert not result.ok, name
+    assert results[-1].ok or program.nvrtc_version() is None, results[-1]  # the honest file, where NVRTC loads

@@ -48,3 +48,23 @@ def test_verify_answers_a_hostile_candidate_with_a_usage_error(tmp_path: Path, c
     assert main(["verify", "--static", "--problem", str(SEED / "reference.py"), "--candidate", str(candidate)]) == 2
     err = capsys.readouterr().err
     assert "is not valid Python" in err and why in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("data, why", [
+    (b"\x00\xff\xfe" * 10, "invalid or missing encoding declaration"),
+    (b"SHAPES = [" + b"-" * 1500 + b"1]\nclass Model: pass\ndef get_inputs(): pass\n"
+     b"def get_init_inputs(): pass\n", None),
+])
+def test_a_hostile_problem_file_is_a_usage_error_or_loads(tmp_path: Path, data: bytes, why: str | None) -> None:
+    """Problem files come from the user's suites: bytes that do not decode are a usage error naming the file;
+    a literal nested past literal_eval leaves the problem without that setting."""
+    from kernelwright.errors import UsageError
+    from kernelwright.verifier.problems import load_problem
+
+    path = tmp_path / "problem.py"
+    path.write_bytes(data)
+    if why is None:
+        assert load_problem(path).shapes == [{}]
+    else:
+        with pytest.raises(UsageError, match=why):
+            load_problem(path)

@@ -103,6 +103,12 @@ class CurateConfig:
         default=0.0,
         metadata={"help": "Weight a masked token keeps in the loss, in [0, 1] (0: a hard mask)."},
     )
+    mask_fixed: bool = field(
+        default=False,
+        metadata={"help": "Under mask_target=uncertain, let the mask take tokens that are no free choice: syntax, "
+                          "whitespace, a name already used in the prompt or earlier in the answer; off: the mask "
+                          "takes only first-use names and numbers (curation/free_choices.py)."},
+    )
     alpha: float = field(default=1.0, metadata={"help": "Weight of sensitive high-confidence tokens (1: neutral)."})
     region_lambda: float = field(default=1.0, metadata={"help": "Strength of region-aware sample weighting; 0: off."})
     w_min: float = field(default=0.5, metadata={"help": "Lower clip of the sample weight before renormalising."})
@@ -130,7 +136,7 @@ class CurateConfig:
         return CusetParams(
             tau_high=self.tau_high, tau_low=self.tau_low, region_gap=self.region_gap, rho_max=self.rho_max,
             alpha=self.alpha, lam=self.region_lambda, w_min=self.w_min, w_max=self.w_max,
-            mask_target=self.mask_target, mask_floor=self.mask_floor,
+            mask_target=self.mask_target, mask_floor=self.mask_floor, mask_fixed=self.mask_fixed,
         )
 
     def filters(self, workdir: Path) -> FilterSettings:

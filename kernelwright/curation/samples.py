@@ -24,6 +24,7 @@ from kernelwright.cuda.spans import Span, SpanResult, completion_spans, cuda_spa
 from kernelwright.curation.confidence import ConfidenceScorer, model_fingerprint, score_chunked
 from kernelwright.curation.config import CurateConfig
 from kernelwright.curation.filters import FilterReport
+from kernelwright.curation.free_choices import free_tokens
 from kernelwright.curation.ingest import FIELDS, infill_meta
 from kernelwright.curation.sensitive import mark_sensitive
 from kernelwright.curation.weights import sample_weights, token_weights
@@ -122,16 +123,19 @@ def tokenize_sample(tokenizer: PreTrainedTokenizerBase, sample: Sample) -> dict[
     if not full.startswith(prompt_text + sample.completion):
         raise UsageError("the tokenizer's chat template does not put the answer after the generation prompt")
     prompt_ids = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
-    comp = tokenizer(full[len(prompt_text):], add_special_tokens=False, return_offsets_mapping=True)
+    completion = full[len(prompt_text):]
+    comp = tokenizer(completion, add_special_tokens=False, return_offsets_mapping=True)
+    offsets = [tuple(o) for o in comp["offset_mapping"]]
     return {
         "prompt_ids": list(prompt_ids),
         "completion_ids": list(comp["input_ids"]),
-        "offsets": [tuple(o) for o in comp["offset_mapping"]],
+        "offsets": offsets,
+        "free": free_tokens(prompt_text, completion, offsets),
     }
 
 
 def _token_frame(tokenized: list[dict[str, Any]], probs: list[list[float]]) -> pl.DataFrame:
-    samples, pos, completion, p, start, end = [], [], [], [], [], []
+    samples, pos, completion, p, start, end, free = [], [], [], [], [], [], []
     for s, (tok, ps) in enumerate(zip(tokenized, probs, strict=True)):
         n_prompt = len(tok["prompt_ids"])
         n = n_prompt + len(tok["completion_ids"])
@@ -141,10 +145,12 @@ def _token_frame(tokenized: list[dict[str, Any]], probs: list[list[float]]) -> p
         p += [None if (i < n_prompt or math.isnan(v)) else v for i, v in enumerate(ps)]
         start += [None] * n_prompt + [o[0] for o in tok["offsets"]]
         end += [None] * n_prompt + [o[1] for o in tok["offsets"]]
+        free += [False] * n_prompt + list(tok["free"])
     return pl.DataFrame(
-        {"sample": samples, "pos": pos, "completion": completion, "p": p, "tok_start": start, "tok_end": end},
+        {"sample": samples, "pos": pos, "completion": completion, "p": p, "tok_start": start, "tok_end": end,
+         "free": free},
         schema={"sample": pl.Int64, "pos": pl.Int64, "completion": pl.Boolean, "p": pl.Float64,
-                "tok_start": pl.Int64, "tok_end": pl.Int64},
+                "tok_start": pl.Int64, "tok_end": pl.Int64, "free": pl.Boolean},
     )
 
 
@@ -235,6 +241,8 @@ def curate_samples(samples: list[Sample], tokenizer: PreTrainedTokenizerBase, mo
         "mean_p": float(comp["p"].mean() or 0.0),
         # which end of the confidence scale the mask took (low under mask_target=uncertain)
         "masked_mean_p": float(comp.filter(pl.col("masked"))["p"].mean() or 0.0),  # type: ignore[arg-type]
+        # reading B's guard: low-confidence, non-sensitive tokens kept as no free choice (syntax, a name's later use)
+        "fixed_kept_share": float((comp["low"] & ~comp["c"] & ~comp["free"] & ~comp["masked"]).mean() or 0.0),
         "sample_weight_min": float(per_sample["sample_weight"].min() or 0.0),  # type: ignore[arg-type]
         "sample_weight_max": float(per_sample["sample_weight"].max() or 0.0),  # type: ignore[arg-type]
         "samples_with_region": int((per_sample["R"] > 0).sum()),

@@ -13,7 +13,8 @@ Per completion token t of sample s (T_s completion tokens):
            tokens; every token from a region's first to its last candidate belongs to it (region_id)
   R_s = tokens in regions / T_s
   boiler (the tokens the mask may take) = not c, not in a region, and
-    mask_target "uncertain" (reading B, the default): low; the
+    mask_target "uncertain" (reading B, the default): low, and free (a first-use name or a
+           number: curation/free_choices.py; `mask_fixed` lifts this); the
            k_s = floor(rho_max * share_s * n_boiler_s) LEAST confident are masked,
            share_s = (tokens with low and not c) / T_s
     mask_target "confident" (reading A): high; the
@@ -45,6 +46,8 @@ class CusetParams:
     `mask_target`: which non-sensitive tokens outside regions the mask takes, "uncertain" (p < tau_low,
     least confident first: reading B) or "confident" (p >= tau_high, most confident first: reading A).
     `mask_floor`: the weight m_t a masked token keeps (0: a hard mask).
+    `mask_fixed`: under "uncertain", whether the mask may take tokens that are no free choice (not `free`,
+    see curation/free_choices.py: syntax, whitespace, a name's later use); off (the default), they stay in the loss.
     """
 
     tau_high: float = 0.9
@@ -57,6 +60,7 @@ class CusetParams:
     w_max: float = 3.0
     mask_target: MaskTarget = "uncertain"
     mask_floor: float = 0.0
+    mask_fixed: bool = False
 
     def __post_init__(self) -> None:
         if self.mask_target not in MASK_TARGETS:
@@ -163,7 +167,9 @@ def token_weights(tokens: pl.LazyFrame, params: CusetParams, *, in_order: bool =
         t = t.with_columns(boiler=high & free)
         masked = _masked(t, params.rho_max, _count(high), least_confident=False)
     else:
-        t = t.with_columns(boiler=pl.col("low") & free)
+        choice = pl.col("free") if "free" in t.columns else pl.lit(True)  # frames made without it: all free
+        guard = pl.lit(True) if params.mask_fixed else choice  # syntax and a name's later uses are not choices
+        t = t.with_columns(boiler=pl.col("low") & free & guard)
         masked = _masked(t, params.rho_max, _count(pl.col("low") & ~c), least_confident=True)
     zero, one, alpha, floor = (pl.lit(x, dtype=pl.Float32) for x in (0.0, 1.0, params.alpha, params.mask_floor))
     hit = pl.lit(masked)

@@ -199,3 +199,17 @@ def test_the_new_constants_reach_cuset_json_and_the_mlflow_params() -> None:
     assert {"mask_target": "confident", "mask_floor": 0.1}.items() <= asdict(cfg.cuset()).items()  # cuset.json
     params = config_to_params(cfg, "curate.")
     assert (params["curate.mask_target"], params["curate.mask_floor"]) == ("confident", "0.1")
+
+
+def test_reading_b_masks_only_free_choices_unless_asked() -> None:
+    """S1 again, with its two least confident tokens (pos 6 and 2) marked as no free choice (syntax, or a name
+    used before): the mask passes over them to the next least confident; with mask_fixed it takes them."""
+    fixed = {2, 6}
+    frame = _frame(S1).with_columns(free=~pl.col("pos").is_in(list(fixed)))
+    guarded = token_weights(frame, B).collect()
+    # low and not c: pos 2, 3, 6, 7 -> share 4/8; candidates that are free: 3, 7 -> k = floor(0.5 * 2) = 1
+    assert _masked_pos(guarded, 0) == [3]
+    lifted = token_weights(frame, CusetParams(rho_max=1.0, alpha=2.0, mask_fixed=True)).collect()
+    assert _masked_pos(lifted, 0) == [2, 6]
+    # reading A is untouched by the guard: it takes confident tokens, never low-confidence ones
+    assert _masked_pos(token_weights(frame, A).collect(), 0) == _masked_pos(token_weights(_frame(S1), A).collect(), 0)

@@ -4,9 +4,10 @@
 
 Each masked token (loss_mask < 1 on a completion token) is put in one kind, by the characters it
 overlaps in its decoded answer: `name_reused` (a name already used in the prompt or earlier in the
-answer), `name_first_use`, `number` (a number literal), `syntax` (anything else: punctuation,
-whitespace, quotes, fences). Prints the shares, the most masked strings of each kind, and writes
-JSON. Samples whose completion does not re-tokenise to the same ids (rare) are skipped and counted.
+answer), `name_common` (a name in many answers: `free_choices.common_names`), `name_first_use`,
+`number` (a number literal), `syntax` (anything else: punctuation, whitespace, quotes, fences).
+Prints the shares, the most masked strings of each kind, and writes JSON. Samples whose completion
+does not re-tokenise to the same ids (rare) are skipped and counted.
 """
 
 from __future__ import annotations
@@ -20,18 +21,20 @@ from typing import Any
 
 import polars as pl
 
-from kernelwright.curation.free_choices import NAME, NUMBER
+from kernelwright.curation.free_choices import NAME, NUMBER, common_names
 
-KINDS = ("name_reused", "name_first_use", "number", "syntax")
+KINDS = ("name_reused", "name_common", "name_first_use", "number", "syntax")
 
 
-def char_kinds(prompt: str, completion: str) -> list[str]:
+def char_kinds(prompt: str, completion: str, common: frozenset[str] = frozenset()) -> list[str]:
     """The kind of each character of `completion` (see the module docstring)."""
     kinds = ["syntax"] * len(completion)
     seen = set(NAME.findall(prompt))
     for m in NAME.finditer(completion):
-        kinds[m.start():m.end()] = ["name_reused" if m.group() in seen else "name_first_use"] * (m.end() - m.start())
-        seen.add(m.group())
+        name = m.group()
+        kind = "name_reused" if name in seen else "name_common" if name in common else "name_first_use"
+        kinds[m.start():m.end()] = [kind] * (m.end() - m.start())
+        seen.add(name)
     for m in NUMBER.finditer(completion):
         kinds[m.start():m.end()] = ["number"] * (m.end() - m.start())
     return kinds
@@ -48,6 +51,7 @@ def audit(curated: Path, tokenizer: Any, top: int = 12) -> dict[str, Any]:
     counts: Counter[str] = Counter()
     examples: dict[str, Counter[str]] = {k: Counter() for k in KINDS}
     completion_tokens = skipped = 0
+    common = common_names(tokenizer.decode(r["input_ids"][r["prompt_len"]:]) for r in data.iter_rows(named=True))
     for row in data.iter_rows(named=True):
         ids, n = row["input_ids"], row["prompt_len"]
         text = tokenizer.decode(ids[n:])
@@ -55,7 +59,7 @@ def audit(curated: Path, tokenizer: Any, top: int = 12) -> dict[str, Any]:
         if list(enc["input_ids"]) != list(ids[n:]):
             skipped += 1
             continue
-        kinds = char_kinds(tokenizer.decode(ids[:n]), text)
+        kinds = char_kinds(tokenizer.decode(ids[:n]), text, common)
         for k, (start, end) in enumerate(enc["offset_mapping"]):
             if row["labels"][n + k] == -100:
                 continue

@@ -10,21 +10,42 @@ extension module under the name `load_inline` bound, an argument named as the re
 A model that never learns those cannot write a file that parses. So a token is `free` only where
 it overlaps a name written for the first time (not in the prompt, not earlier in the answer) or a
 number literal (a block size, a constant); syntax, whitespace and a name's later uses are not.
+Nor is a name common across the corpus (`common_names`: in at least 5% of the answers and 3 of
+them): that is an API's or the language's word (`extra_cuda_cflags`, `cudaGetLastError`,
+`__restrict__`), fixed by what it names, not chosen by the answer.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 NUMBER = re.compile(r"(?<![A-Za-z0-9_.])\d[\dA-Za-z_.]*")  # 32, 0.5f, 1e-3, 0x1F, 256u
 
 
-def free_tokens(prompt: str, completion: str, offsets: Sequence[tuple[int, int]]) -> list[bool]:
+COMMON_SHARE = 0.05  # a name in at least this share of the answers (and COMMON_MIN of them) is no choice
+COMMON_MIN = 3
+
+
+def common_names(completions: Iterable[str]) -> frozenset[str]:
+    """The names that occur in at least COMMON_SHARE of `completions` and in COMMON_MIN of them."""
+    counts: Counter[str] = Counter()
+    n = 0
+    for text in completions:
+        counts.update(set(NAME.findall(text)))
+        n += 1
+    need = max(COMMON_MIN, math.ceil(COMMON_SHARE * n))
+    return frozenset(name for name, k in counts.items() if k >= need)
+
+
+def free_tokens(prompt: str, completion: str, offsets: Sequence[tuple[int, int]],
+                common: frozenset[str] = frozenset()) -> list[bool]:
     """Per completion token (its character `offsets` in `completion`): whether it overlaps a first-use name
-    or a number literal."""
-    seen = set(NAME.findall(prompt))
+    that is not `common`, or a number literal."""
+    seen = set(NAME.findall(prompt)) | common
     free_at = bytearray(len(completion))  # 1 on the characters of a free choice
     for match in NAME.finditer(completion):
         if match.group() not in seen:

@@ -24,7 +24,7 @@ from kernelwright.cuda.spans import Span, SpanResult, completion_spans, cuda_spa
 from kernelwright.curation.confidence import ConfidenceScorer, model_fingerprint, score_chunked
 from kernelwright.curation.config import CurateConfig
 from kernelwright.curation.filters import FilterReport
-from kernelwright.curation.free_choices import free_tokens
+from kernelwright.curation.free_choices import common_names, free_tokens
 from kernelwright.curation.ingest import FIELDS, infill_meta
 from kernelwright.curation.sensitive import mark_sensitive
 from kernelwright.curation.weights import sample_weights, token_weights
@@ -108,7 +108,8 @@ def infill_spans(partial: str, completion: str) -> SpanResult:
     return result
 
 
-def tokenize_sample(tokenizer: PreTrainedTokenizerBase, sample: Sample) -> dict[str, Any]:
+def tokenize_sample(tokenizer: PreTrainedTokenizerBase, sample: Sample,
+                    common: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Token ids exactly as training sees them, plus completion token character offsets.
 
     The prompt is the chat template with the generation prompt; the completion is the rest of
@@ -130,7 +131,7 @@ def tokenize_sample(tokenizer: PreTrainedTokenizerBase, sample: Sample) -> dict[
         "prompt_ids": list(prompt_ids),
         "completion_ids": list(comp["input_ids"]),
         "offsets": offsets,
-        "free": free_tokens(prompt_text, completion, offsets),
+        "free": free_tokens(prompt_text, completion, offsets, common),  # reading B's candidates (free_choices)
     }
 
 
@@ -207,7 +208,8 @@ def curate_samples(samples: list[Sample], tokenizer: PreTrainedTokenizerBase, mo
                    report: FilterReport | None = None) -> tuple[pl.DataFrame, dict[str, Any]]:
     """Tokenise, drop samples over `cfg.max_length` (before scoring them, and before the sample
     weights are normalised over the corpus), then score and weight the rest."""
-    tokenized = [tokenize_sample(tokenizer, s) for s in samples]
+    common = common_names(s.completion for s in samples)
+    tokenized = [tokenize_sample(tokenizer, s, common) for s in samples]
     lengths = [len(t["prompt_ids"]) + len(t["completion_ids"]) for t in tokenized]
     fits = [n <= cfg.max_length for n in lengths]
     if report is not None:

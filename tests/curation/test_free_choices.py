@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelwright.curation.free_choices import free_tokens
+from kernelwright.curation.free_choices import common_names, free_tokens
 
 
 def _pieces(text: str) -> list[tuple[int, int]]:
@@ -41,3 +41,12 @@ def test_number_literals_but_not_digits_inside_names() -> None:
 def test_empty_and_zero_width_offsets() -> None:
     assert free_tokens("", "", []) == []
     assert free_tokens("", "a", [(0, 0), (0, 1)]) == [False, True]
+
+
+def test_a_name_common_across_answers_is_no_choice() -> None:
+    answers = [f"load_inline(name='k{i}', verbose=False)" for i in range(40)] + ["mine = 1"]
+    common = common_names(answers)
+    assert {"load_inline", "name", "verbose", "False"} <= common and "mine" not in common and "k0" not in common
+    completion = "verbose = mine"
+    assert free_tokens("", completion, [(0, 7), (8, 9), (10, 14)], common) == [False, False, True]
+    assert common_names(["x = 1", "x = 2"]) == frozenset()  # fewer answers than COMMON_MIN hold it

@@ -40,6 +40,12 @@ class MlflowServerConfig:
         "help": "Comma-separated Host headers accepted (needed behind 0.0.0.0). None: MLflow's default."})
     workers: int = field(default=4, metadata={"help": "Server worker processes."})
 
+    def __post_init__(self) -> None:
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"port must be a TCP port, 1 to 65535, not {self.port}")
+        if self.workers < 1:
+            raise ValueError(f"workers must be 1 or more, not {self.workers}")
+
 
 def mlflow_server_commands(cfg: MlflowServerConfig) -> tuple[list[str], list[str]]:
     """The schema upgrade and the server command lines for `cfg`."""

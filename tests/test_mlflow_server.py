@@ -95,3 +95,18 @@ def _group_alive(pgid: int) -> bool:
             return False
         time.sleep(0.5)
     return True
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["mlflow-server", "--port", "-1"], "port must be a TCP port, 1 to 65535, not -1"),
+    (["mlflow-server", "--port", "70000"], "port must be a TCP port"),
+    (["mlflow-server", "--workers", "0"], "workers must be 1 or more"),
+    (["serve", "--port", "99999"], "port must be a TCP port, 0 to 65535"),
+])
+def test_a_port_or_worker_count_out_of_range_is_a_usage_error(argv: list[str], words: str, capsys,
+                                                                 tmp_path: Path) -> None:
+    from kernelwright.cli import main
+
+    assert main([*argv, "--workdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err

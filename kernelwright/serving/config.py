@@ -150,6 +150,8 @@ class ServeConfig:
     log_level: str = field(default="info", metadata={"help": "uvicorn log level: debug, info, warning, error."})
 
     def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be a TCP port, 0 to 65535 (0: any free one), not {self.port}")
         if not 1 <= self.max_n <= 8:
             raise ValueError("max_n must be between 1 and 8")
         if not 1 <= self.max_new_tokens <= 4096:

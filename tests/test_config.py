@@ -95,3 +95,19 @@ def test_a_config_file_that_is_not_text_is_a_usage_error(tmp_path: Path) -> None
     cfg_file.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(UsageError, match="not UTF-8 text"):
         parse_config(TrainConfig, ["--config", str(cfg_file)], "t")
+
+
+@pytest.mark.parametrize("command, argv, words", [
+    ("train", ["--learning-rate", "nan"], "learning_rate must be a positive number"),
+    ("train", ["--per-device-train-batch-size", "0"], "per_device_train_batch_size"),
+    ("train", ["--max-length", "0"], "max_length must be at least 1"),
+    ("evaluate", ["--batch-size", "0"], "batch_size and max_new_tokens must be at least 1"),
+    ("evaluate", ["--max-new-tokens", "0"], "batch_size and max_new_tokens must be at least 1"),
+    ("evaluate", ["--temperature", "nan"], "temperature must be 0 (greedy) or more"),
+    ("curate", ["--rho-max", "-1"], "must not be negative"),
+])
+def test_settings_that_cannot_work_exit_2_before_any_work(command: str, argv: list[str], words: str, capsys,
+                                                          tmp_path: Path) -> None:
+    assert main([command, *argv, "--workdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err

@@ -121,6 +121,8 @@ class CurateConfig:
             raise ValueError("need 0 <= tau_low <= tau_high <= 1")
         if self.w_min > self.w_max:
             raise ValueError("need w_min <= w_max")
+        if min(self.rho_max, self.alpha, self.region_lambda, self.w_min, self.region_gap) < 0:
+            raise ValueError("rho_max, alpha, region_lambda, w_min and region_gap must not be negative")
         if self.mask_target not in MASK_TARGETS:
             raise ValueError(f"mask_target must be one of {', '.join(MASK_TARGETS)}, not {self.mask_target!r}")
         if not 0.0 <= self.mask_floor <= 1.0:

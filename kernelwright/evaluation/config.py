@@ -66,6 +66,10 @@ class EvaluateConfig:
             raise ValueError(f"split must be test or all, not {self.split!r}")
         if self.samples < 1:
             raise ValueError("samples must be at least 1")
+        if self.batch_size < 1 or self.max_new_tokens < 1:
+            raise ValueError("batch_size and max_new_tokens must be at least 1")
+        if not self.temperature >= 0.0:  # NaN too
+            raise ValueError(f"temperature must be 0 (greedy) or more, not {self.temperature}")
         if self.jobs < 0:
             raise ValueError("jobs must be 0 (one per core) or more")
         if self.gate_view not in ("own", "any"):

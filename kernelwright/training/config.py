@@ -100,6 +100,12 @@ class TrainConfig:
             raise ValueError(f"ablation must list distinct weightings, e.g. plain,cuset, not {self.ablation!r}")
         if self.max_steps <= 0:
             raise ValueError("max_steps must be positive")
+        if not 0.0 < self.learning_rate < float("inf"):  # NaN too
+            raise ValueError(f"learning_rate must be a positive number, not {self.learning_rate}")
+        if self.per_device_train_batch_size < 1 or self.gradient_accumulation_steps < 1:
+            raise ValueError("per_device_train_batch_size and gradient_accumulation_steps must be at least 1")
+        if self.max_length is not None and self.max_length < 1:
+            raise ValueError("max_length must be at least 1 (or none)")
         if self.lora and self.full:
             raise ValueError("--lora and --full exclude each other (a config file's `lora: true` is undone with "
                              "--lora false)")

@@ -55,3 +55,10 @@ def resumable_run_id(cfg: TrainConfig) -> str | None:
                 "MLFLOW_TRACKING_URI changed?): training resumes from the checkpoint, logged to a new run",
                 output_dir_of(cfg), run_id, mlflow.get_tracking_uri())
     return None
+
+
+def changed_settings(run_id: str, params: dict[str, str]) -> list[str]:
+    """`key: logged -> now` for each of `params` that the run already logged with another value (MLflow keeps a
+    run's params fixed: a resumed run must be trained as it was begun)."""
+    logged = mlflow.MlflowClient().get_run(run_id).data.params
+    return [f"{k}: {logged[k]} -> {v}" for k, v in params.items() if k in logged and logged[k] != v]

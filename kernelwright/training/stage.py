@@ -39,6 +39,7 @@ from kernelwright.training.launch import device, is_main_process, world_size
 from kernelwright.training.resume import (
     RUN_ID_FILE,
     ablation_configs,
+    changed_settings,
     last_complete_checkpoint,
     output_dir_of,
     resumable_run_id,
@@ -77,15 +78,20 @@ def run_train(cfg: TrainConfig) -> TrainResult:
     dataset, cuset = load_curated(data_dir)
     dataset = drop_unlearnable(dataset, cfg.max_length)
     base = resolve_base_model(cfg.base_model, workdir)
+    run = mlflow.active_run()
+    params = {**config_to_params(cfg, "kw."), **{f"cuset.{k}": str(v) for k, v in cuset.items()},
+              "kw.base_model_path": str(base)}
+    changed = changed_settings(run.info.run_id, params) if run is not None else []
+    if changed:  # before any model loads: a run resumes with the settings it was begun with
+        raise UsageError(f"{output_dir} holds a run begun with other settings ({'; '.join(changed[:4])}): run "
+                         "the same settings to resume it, or pass --output-dir for a new one")
     tokenizer = load_tokenizer(base)
     model = load_base_model(base, dtype=DTYPES.get(cfg.model_dtype), device=device())  # auto: its default
     output_dir.mkdir(parents=True, exist_ok=True)
     last = last_complete_checkpoint(output_dir)
-    run = mlflow.active_run()
     if run is not None:
         atomic.write_text(output_dir / RUN_ID_FILE, run.info.run_id)
-        mlflow.log_params({**config_to_params(cfg, "kw."), **{f"cuset.{k}": str(v) for k, v in cuset.items()},
-                           "kw.base_model_path": str(base)})
+        mlflow.log_params(params)
         mlflow.set_tags({"kw.weighting": cfg.weighting, "kw.method": "lora" if cfg.lora else "full",
                          "kw.resumed_from": str(last)})  # a tag: it changes when a killed run resumes
         log_curated_dataset(data_dir / "data.parquet", context="train")

@@ -181,6 +181,20 @@ def test_checkpoint_of_a_run_in_another_store_resumes_into_a_new_run(curated: Pa
     assert (out / "final" / "config.json").is_file()
 
 
+def test_resuming_with_other_settings_is_refused_naming_them(curated: Path, tiny_model_dir: Path, tmp_path: Path,
+                                                              store: str, capsys) -> None:
+    """A run's params are fixed once logged: a rerun into the same output folder (and store) with other settings
+    would resume that run under settings it was not begun with; it is refused before any model loads."""
+    assert main(_train_args(curated, tiny_model_dir, tmp_path, "--register", "false")) == 0
+    capsys.readouterr()
+    args = _train_args(curated, tiny_model_dir, tmp_path, "--register", "false")
+    args[args.index("--max-steps") + 1] = "5"
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'train'} holds a run begun with other settings (kw.max_steps: 3 -> 5)" in err
+    assert "--output-dir" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("train-*.yaml")), ids=lambda p: p.name)
 def test_shipped_train_configs_parse(path: Path) -> None:
     assert path.read_text().startswith("# kernelwright train --config") or "accelerate launch" in path.read_text()

@@ -111,3 +111,14 @@ def test_settings_that_cannot_work_exit_2_before_any_work(command: str, argv: li
     assert main([command, *argv, "--workdir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["rl", "--learning-rate", "nan"], "learning_rate must be a positive number"),
+    (["base-model", "pretrain", "--size", "micro", "--learning-rate", "nan"], "must be finite"),
+    (["base-model", "pretrain", "--size", "micro", "--seq-len", "1"], "seq_len must be 0"),
+])
+def test_training_settings_that_cannot_learn_exit_2(argv: list[str], words: str, capsys, tmp_path: Path) -> None:
+    assert main([*argv, "--workdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err

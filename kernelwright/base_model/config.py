@@ -84,8 +84,12 @@ class PretrainConfig:
     def __post_init__(self) -> None:
         if self.size not in SIZES:
             raise ValueError(f"size must be one of {', '.join(SIZES)}, not {self.size!r}")
-        if min(self.minutes, self.max_steps, self.seq_len, self.batch_size, self.learning_rate, self.threads) < 0:
-            raise ValueError("minutes, max_steps, seq_len, batch_size, learning_rate and threads must be >= 0")
+        values = (self.minutes, self.max_steps, self.seq_len, self.batch_size, self.learning_rate, self.threads)
+        if not all(v >= 0 and v != float("inf") for v in values):  # NaN fails `>= 0`
+            raise ValueError("minutes, max_steps, seq_len, batch_size, learning_rate and threads must be finite, "
+                             ">= 0")
+        if self.seq_len == 1:
+            raise ValueError("seq_len must be 0 (the size's) or at least 2: one token has no next token to learn")
         if self.seq_len and SIZES[self.size].short_seq_len and self.seq_len % SIZES[self.size].short_seq_len:
             raise ValueError(f"seq_len must be a multiple of {SIZES[self.size].short_seq_len} for size {self.size}")
         if self.decontam_ngram < 1 or not 0.0 <= self.decontam_min_share < 1.0 or self.corpus_chars < -1:

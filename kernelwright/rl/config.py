@@ -97,6 +97,8 @@ class RLConfig:
     def __post_init__(self) -> None:
         if self.steps <= 0:
             raise UsageError(f"steps must be positive, not {self.steps}")
+        if not 0.0 < self.learning_rate < float("inf"):  # NaN too
+            raise UsageError(f"learning_rate must be a positive number, not {self.learning_rate}")
         if self.infill_steps is not None and not 0 <= self.infill_steps <= self.steps:
             raise UsageError(f"infill_steps must be within 0 and steps ({self.steps}), not {self.infill_steps}")
         if self.num_generations < 2:

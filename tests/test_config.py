@@ -122,3 +122,16 @@ def test_training_settings_that_cannot_learn_exit_2(argv: list[str], words: str,
     assert main([*argv, "--workdir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["verify", "--static", "--seeds", "0"], "seeds must be at least 1"),
+    (["verify", "--static", "--timeout-s", "-5"], "timeout_s must be positive"),
+    (["verify", "--static", "--memory-fraction", "0"], "memory_fraction must be in (0, 1]"),
+    (["evaluate", "--verify-seeds", "0"], "verify_seeds must be at least 1"),
+    (["evaluate", "--timeout-s", "nan"], "timeout_s must be positive"),
+])
+def test_a_judge_that_would_check_nothing_is_refused(argv: list[str], words: str, capsys) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err

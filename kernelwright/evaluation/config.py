@@ -68,6 +68,10 @@ class EvaluateConfig:
             raise ValueError("samples must be at least 1")
         if self.batch_size < 1 or self.max_new_tokens < 1:
             raise ValueError("batch_size and max_new_tokens must be at least 1")
+        if self.verify_seeds < 1:  # no seed: no correctness check, every candidate would pass
+            raise ValueError(f"verify_seeds must be at least 1, not {self.verify_seeds}")
+        if not self.timeout_s > 0 or not self.timing_budget_s >= 0:  # NaN too
+            raise ValueError("timeout_s must be positive and timing_budget_s 0 or more")
         if not self.temperature >= 0.0:  # NaN too
             raise ValueError(f"temperature must be 0 (greedy) or more, not {self.temperature}")
         if self.jobs < 0:

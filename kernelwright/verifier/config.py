@@ -48,3 +48,12 @@ class VerifyConfig:
     nvrtc_gate: bool = field(default=True, metadata={
         "help": "No build for a candidate whose device code NVRTC rejected where that rejection stands for nvcc's "
                 "(verifier/nvrtc_gate.py): compile_error with NVRTC's log. Off: every candidate is built."})
+
+    def __post_init__(self) -> None:
+        if self.seeds < 1:  # no seed: no correctness check at all, so every candidate would pass
+            raise ValueError(f"seeds must be at least 1, not {self.seeds}")
+        if not self.timeout_s > 0 or not self.timing_budget_s >= 0 or not self.host_memory_gb >= 0:  # NaN too
+            raise ValueError("timeout_s must be positive, timing_budget_s and host_memory_gb 0 or more")
+        if not 0.0 < self.memory_fraction <= 1.0 or not 0.0 <= self.min_custom_share <= 1.0:
+            raise ValueError("memory_fraction must be in (0, 1] and min_custom_share in [0, 1]")
+

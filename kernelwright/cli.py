@@ -10,6 +10,7 @@ KERNELWRIGHT_DEBUG=1 to see it).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from kernelwright.evaluation.stage import EvaluateResult
 
 console = Console(stderr=True)
+OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EIO)  # the machine's fault (exit 1), not the path given (exit 2)
 T = TypeVar("T")
 
 
@@ -265,6 +267,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         console.print(f"[red]kernelwright {args[0]}: error:[/] {escape(str(exc))}", soft_wrap=True)
         return exc.exit_code
+    except OSError as exc:
+        if exc.filename is None or os.environ.get("KERNELWRIGHT_DEBUG"):
+            raise
+        # a path the command was given (or derived) that cannot be written or read: said in one line
+        console.print(f"[red]kernelwright {args[0]}: error:[/] cannot use {escape(str(exc.filename))}: "
+                      f"{escape(exc.strerror or str(exc))}", soft_wrap=True)
+        return 1 if exc.errno in OUT_OF_SPACE else 2
     except KeyboardInterrupt:
         console.print("interrupted: checkpoints written so far are kept; run the same command to resume")
         return 130

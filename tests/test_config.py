@@ -135,3 +135,13 @@ def test_a_judge_that_would_check_nothing_is_refused(argv: list[str], words: str
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+
+
+def test_an_output_path_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path: Path, capsys) -> None:
+    seed = Path(__file__).parent.parent / "kernelwright" / "seed" / "tasks" / "elementwise_elu"
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    code = main(["verify", "--static", "--problem", str(seed / "reference.py"), "--candidate",
+                 str(seed / "solution.py"), "--json", str(blocker / "out.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"cannot use {blocker}" in err and "Traceback" not in err

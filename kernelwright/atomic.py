@@ -14,9 +14,13 @@ from typing import Any
 
 @contextmanager
 def atomic_path(dest: Path) -> Iterator[Path]:
-    """Yield a temporary path beside `dest`; on success it replaces `dest` in one rename."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    """Yield a temporary path beside `dest`; on success it replaces `dest` in one rename. An OSError of making the
+    temporary file names `dest`, the path the caller knows."""
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(dest)) from None
     os.close(fd)
     tmp_path = Path(tmp)
     try:

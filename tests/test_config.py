@@ -144,4 +144,4 @@ def test_an_output_path_that_cannot_be_written_is_one_line_not_a_traceback(tmp_p
     code = main(["verify", "--static", "--problem", str(seed / "reference.py"), "--candidate",
                  str(seed / "solution.py"), "--json", str(blocker / "out.json")])
     err = capsys.readouterr().err
-    assert code == 2 and f"cannot use {blocker}" in err and "Traceback" not in err
+    assert code == 2 and f"cannot use {blocker / 'out.json'}:" in err and "Traceback" not in err

@@ -17,7 +17,7 @@ memory is admitted per node as in a local run: a task waits in its node's ledger
 out-of-memory beside other tasks is verified again alone. The first task on a node builds torch's
 precompiled header for the others (cuda/pch.py).
 
-The problem and candidate sources travel with each task: a node that cannot read the driver's files
+The problem and candidate files travel with each task, as bytes: a node that cannot read the driver's files
 (no shared file system) verifies copies written to a temporary folder, and a build cache folder it
 cannot create gives way to the node's default one. Every node needs kernelwright (the same version)
 installed with what verification needs (CUDA torch, a compiler). A task whose worker dies (its node
@@ -98,23 +98,24 @@ def connected(address: str) -> Iterator[float]:
         ray.shutdown()
 
 
-def _reads_as(path: Path, source: str) -> bool:
+def _reads_as(path: Path, source: bytes) -> bool:
     try:
-        return path.read_text(encoding="utf-8") == source
-    except (OSError, UnicodeDecodeError):
+        return path.read_bytes() == source
+    except OSError:
         return False
 
 
-def on_this_node(cfg: VerifyConfig, problem: str, candidate: str, scratch: Path) -> VerifyConfig:
+def on_this_node(cfg: VerifyConfig, problem: bytes, candidate: bytes, scratch: Path) -> VerifyConfig:
     """`cfg` with paths this node can use: the driver's files where they read the same here, else copies of
-    the sources in `scratch`; the node's default build cache where the driver's folder cannot be made."""
+    the files' bytes in `scratch` (bytes: a file Python decodes by its coding line stays that file); the node's
+    default build cache where the driver's folder cannot be made."""
     changes: dict[str, Any] = {}
     for name, source in (("problem", problem), ("candidate", candidate)):
         path = Path(getattr(cfg, name))
         if not _reads_as(path, source):
             copy = scratch / name / path.name
             copy.parent.mkdir(parents=True, exist_ok=True)
-            copy.write_text(source, encoding="utf-8")
+            copy.write_bytes(source)
             changes[name] = str(copy)
     if cfg.build_cache:
         try:
@@ -124,7 +125,7 @@ def on_this_node(cfg: VerifyConfig, problem: str, candidate: str, scratch: Path)
     return replace(cfg, **changes)
 
 
-def verify_task(cfg: VerifyConfig, problem: str, candidate: str, worker: Worker) -> Verdict:
+def verify_task(cfg: VerifyConfig, problem: bytes, candidate: bytes, worker: Worker) -> Verdict:
     """One candidate on the node this runs on (the body of the Ray task)."""
     import ray
 
@@ -136,10 +137,9 @@ def verify_task(cfg: VerifyConfig, problem: str, candidate: str, worker: Worker)
             return worker(spec, cfg.timeout_s, cfg.host_memory_gb)
 
 
-def _submitted(cfg: VerifyConfig) -> tuple[VerifyConfig, str, str]:
+def _submitted(cfg: VerifyConfig) -> tuple[VerifyConfig, bytes, bytes]:
     problem, candidate = Path(cfg.problem).resolve(), Path(cfg.candidate).resolve()
-    return (replace(cfg, problem=str(problem), candidate=str(candidate)), problem.read_text(encoding="utf-8"),
-            candidate.read_text(encoding="utf-8"))
+    return replace(cfg, problem=str(problem), candidate=str(candidate)), problem.read_bytes(), candidate.read_bytes()
 
 
 def verify_on_ray(cfgs: Sequence[VerifyConfig], gpu_fraction: float = DEFAULT_GPU_FRACTION,

@@ -93,9 +93,10 @@ def test_ray_files_are_copied_where_the_node_cannot_read_them(tmp_path: Path) ->
 
     cfg = VerifyConfig(problem="/nonexistent-dir/p.py", candidate=str(FIXTURES / "candidates" / "honest_affine.py"),
                        build_cache="/proc/no-such-cache")
-    source = (FIXTURES / "candidates" / "honest_affine.py").read_text()
-    moved = ray_fanout.on_this_node(cfg, "problem source", source, tmp_path)
-    assert Path(moved.problem).read_text() == "problem source" and Path(moved.problem).name == "p.py"
+    source = (FIXTURES / "candidates" / "honest_affine.py").read_bytes()
+    problem = b"# -*- coding: latin-1 -*-\n# caf\xe9\n"  # travels as the bytes Python decodes by their coding line
+    moved = ray_fanout.on_this_node(cfg, problem, source, tmp_path)
+    assert Path(moved.problem).read_bytes() == problem and Path(moved.problem).name == "p.py"
     assert moved.candidate == cfg.candidate  # readable here, with the same source: used as it is
     assert moved.build_cache is None  # the driver's folder cannot be made here: the node's default
 

@@ -21,35 +21,22 @@ from typing import Any
 
 import polars as pl
 
-from kernelwright.curation.free_choices import NAME, NUMBER, common_names
+from kernelwright.curation.free_choices import KINDS, SYNTAX, char_kinds, common_names
 
-KINDS = ("name_reused", "name_common", "name_first_use", "number", "syntax")
-
-
-def char_kinds(prompt: str, completion: str, common: frozenset[str] = frozenset()) -> list[str]:
-    """The kind of each character of `completion` (see the module docstring)."""
-    kinds = ["syntax"] * len(completion)
-    seen = set(NAME.findall(prompt))
-    for m in NAME.finditer(completion):
-        name = m.group()
-        kind = "name_reused" if name in seen else "name_common" if name in common else "name_first_use"
-        kinds[m.start():m.end()] = [kind] * (m.end() - m.start())
-        seen.add(name)
-    for m in NUMBER.finditer(completion):
-        kinds[m.start():m.end()] = ["number"] * (m.end() - m.start())
-    return kinds
+ORDER = (*KINDS[1:], KINDS[SYNTAX])  # as reported: the names, numbers, then syntax
 
 
-def token_kind(kinds: list[str], start: int, end: int) -> str:
-    """A token's kind: the first of KINDS among its characters (a token across a name and a bracket is a name)."""
-    present = set(kinds[start:end])
-    return next((k for k in KINDS if k in present), "syntax")
+def token_kind(kinds: bytearray, start: int, end: int) -> str:
+    """A token's kind: of the kinds among its characters, the first of KINDS after syntax (a token across a name
+    and a bracket is a name); syntax when it has no other."""
+    present = set(kinds[start:end]) - {SYNTAX}
+    return KINDS[min(present) if present else SYNTAX]
 
 
 def audit(curated: Path, tokenizer: Any, top: int = 12) -> dict[str, Any]:
     data = pl.read_parquet(curated / "data.parquet", columns=["input_ids", "labels", "loss_mask", "prompt_len"])
     counts: Counter[str] = Counter()
-    examples: dict[str, Counter[str]] = {k: Counter() for k in KINDS}
+    examples: dict[str, Counter[str]] = {k: Counter() for k in ORDER}
     completion_tokens = skipped = 0
     common = common_names(tokenizer.decode(r["input_ids"][r["prompt_len"]:]) for r in data.iter_rows(named=True))
     for row in data.iter_rows(named=True):
@@ -73,8 +60,8 @@ def audit(curated: Path, tokenizer: Any, top: int = 12) -> dict[str, Any]:
         "curated": str(curated), "samples": data.height - skipped, "skipped": skipped,
         "completion_tokens": completion_tokens, "masked": masked,
         "masked_share": masked / max(completion_tokens, 1),
-        "of_masked": {k: counts[k] / max(masked, 1) for k in KINDS},
-        "most_masked": {k: examples[k].most_common(top) for k in KINDS},
+        "of_masked": {k: counts[k] / max(masked, 1) for k in ORDER},
+        "most_masked": {k: examples[k].most_common(top) for k in ORDER},
     }
 
 

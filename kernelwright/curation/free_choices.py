@@ -25,7 +25,6 @@ from collections.abc import Iterable, Sequence
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 NUMBER = re.compile(r"(?<![A-Za-z0-9_.])\d[\dA-Za-z_.]*")  # 32, 0.5f, 1e-3, 0x1F, 256u
 
-
 COMMON_SHARE = 0.05  # a name in at least this share of the answers (and COMMON_MIN of them) is no choice
 COMMON_MIN = 3
 
@@ -41,16 +40,29 @@ def common_names(completions: Iterable[str]) -> frozenset[str]:
     return frozenset(name for name, k in counts.items() if k >= need)
 
 
+# the kind of each character of an answer, as a code (its index here): what reading B may mask are the last two
+KINDS = ("syntax", "name_reused", "name_common", "name_first_use", "number")
+SYNTAX, NAME_REUSED, NAME_COMMON, NAME_FIRST_USE, NUMBER_LITERAL = range(len(KINDS))
+
+
+def char_kinds(prompt: str, completion: str, common: frozenset[str] = frozenset()) -> bytearray:
+    """The kind of each character of `completion` (a code of KINDS): a name already in the prompt or earlier in the
+    answer, a `common` name, a name's first use, a number literal, or syntax (anything else)."""
+    kinds = bytearray(len(completion))  # SYNTAX
+    seen = set(NAME.findall(prompt))
+    for match in NAME.finditer(completion):
+        name = match.group()
+        kind = NAME_REUSED if name in seen else NAME_COMMON if name in common else NAME_FIRST_USE
+        kinds[match.start():match.end()] = bytes([kind]) * (match.end() - match.start())
+        seen.add(name)
+    for match in NUMBER.finditer(completion):
+        kinds[match.start():match.end()] = bytes([NUMBER_LITERAL]) * (match.end() - match.start())
+    return kinds
+
+
 def free_tokens(prompt: str, completion: str, offsets: Sequence[tuple[int, int]],
                 common: frozenset[str] = frozenset()) -> list[bool]:
     """Per completion token (its character `offsets` in `completion`): whether it overlaps a first-use name
     that is not `common`, or a number literal."""
-    seen = set(NAME.findall(prompt)) | common
-    free_at = bytearray(len(completion))  # 1 on the characters of a free choice
-    for match in NAME.finditer(completion):
-        if match.group() not in seen:
-            free_at[match.start():match.end()] = b"\x01" * (match.end() - match.start())
-        seen.add(match.group())
-    for match in NUMBER.finditer(completion):
-        free_at[match.start():match.end()] = b"\x01" * (match.end() - match.start())
-    return [any(free_at[max(start, 0):max(end, start)]) for start, end in offsets]
+    kinds = char_kinds(prompt, completion, common)
+    return [max(kinds[max(start, 0):max(end, start)], default=SYNTAX) >= NAME_FIRST_USE for start, end in offsets]

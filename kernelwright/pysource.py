@@ -1,7 +1,8 @@
 """Parsing Python source that nobody vouches for: a candidate kernel, a model's answer, a problem file.
 
-    from kernelwright.pysource import parse_python, read_python
+    from kernelwright.pysource import compile_python, parse_python, read_python
     tree = parse_python(source, "candidate.py")   # SyntaxError for anything Python could not run
+    compile_python(source, "candidate.py")        # the same, and the compiler's limits too
     source = read_python(path)                     # the text as Python would decode it
 
 `ast.parse` fails in more ways than `SyntaxError` on hostile text: nesting deeper than the
@@ -34,6 +35,16 @@ def parse_python(source: str, filename: str = "<unknown>") -> ast.Module:
     except (ValueError, UnicodeError) as exc:  # null bytes, lone surrogates
         raise SyntaxError(f"not Python source text ({type(exc).__name__}: {str(exc)[:120]})",
                           (filename, None, None, None)) from None
+
+
+def compile_python(source: str, filename: str = "<unknown>") -> None:
+    """Compile the source as Python would before running it; a `SyntaxError` for whatever stops that, the
+    compiler's own recursion limit on a tree `parse_python` took included."""
+    tree = parse_python(source, filename)
+    try:
+        compile(tree, filename, "exec")
+    except (RecursionError, MemoryError):
+        raise SyntaxError("nested too deeply for Python's compiler", (filename, None, None, None)) from None
 
 
 def syntax_message(exc: SyntaxError) -> str:

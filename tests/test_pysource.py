@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kernelwright.cli import main
-from kernelwright.pysource import decode_python, parse_python, read_python
+from kernelwright.pysource import compile_python, decode_python, parse_python, read_python
 
 SEED = Path(__file__).parent.parent / "kernelwright" / "seed" / "tasks" / "elementwise_elu"
 
@@ -23,6 +23,13 @@ UNPARSABLE = {
 def test_whatever_keeps_python_from_parsing_is_a_syntax_error(source: str) -> None:
     with pytest.raises(SyntaxError):
         parse_python(source, "candidate.py")
+
+
+@pytest.mark.parametrize("source", list(UNPARSABLE.values()), ids=list(UNPARSABLE))
+def test_whatever_keeps_python_from_compiling_is_a_syntax_error(source: str) -> None:
+    with pytest.raises(SyntaxError):
+        compile_python(source, "candidate.py")
+    compile_python("import torch\nx = " + "+".join(["1"] * 200) + "\n", "candidate.py")  # a long chain compiles
 
 
 def test_a_parsable_file_gives_its_tree() -> None:

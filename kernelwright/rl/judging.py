@@ -23,7 +23,7 @@ from kernelwright.cuda.compile_check import check_many
 from kernelwright.cuda.compile_result import OK, UNAVAILABLE, CompileCheckSettings
 from kernelwright.cuda.static_checks import check_source
 from kernelwright.errors import NoCudaDevice, UsageError
-from kernelwright.pysource import parse_python
+from kernelwright.pysource import compile_python, syntax_message
 from kernelwright.rl.config import RLConfig
 from kernelwright.rl.reward import CHEAT_REASONS
 from kernelwright.verifier.config import VerifyConfig
@@ -80,10 +80,9 @@ def gpu_judge(base: VerifyConfig, jobs: int) -> Judge:
 
 def syntax_verdict(source: str) -> Verdict | None:
     try:
-        compile(parse_python(source, "candidate.py"), "candidate.py", "exec")
-    except (SyntaxError, RecursionError, MemoryError) as exc:
-        msg = getattr(exc, "msg", "nested too deeply for Python's compiler")
-        return Verdict.of("syntax_error", f"line {getattr(exc, 'lineno', None)}: {msg}")
+        compile_python(source, "candidate.py")
+    except SyntaxError as exc:
+        return Verdict.of("syntax_error", syntax_message(exc))
     return None
 
 

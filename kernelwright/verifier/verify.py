@@ -31,7 +31,7 @@ from kernelwright.cuda.pch import header_built_alongside
 from kernelwright.cuda.static_checks import StaticReport, check_source
 from kernelwright.cuda.torch_calls import scan_candidate
 from kernelwright.errors import NoCudaDevice, UsageError
-from kernelwright.pysource import parse_python, read_python, syntax_message
+from kernelwright.pysource import compile_python, read_python, syntax_message
 from kernelwright.verifier.admission import GpuMemory, Ledger, estimate_bytes, host_gpu_ledger, read_peak
 from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.forkserver import ForkServer, Spawned, SpawnRefused, started_server
@@ -57,12 +57,9 @@ def read_inputs(problem: Path, candidate: Path) -> str:
     parse_problem_source(problem_source, problem)
     source = _read(candidate, "candidate")
     try:
-        compile(parse_python(source, str(candidate)), str(candidate), "exec")
+        compile_python(source, str(candidate))
     except SyntaxError as exc:
         raise UsageError(f"candidate {candidate} is not valid Python ({syntax_message(exc)})") from None
-    except (RecursionError, MemoryError):
-        raise UsageError(f"candidate {candidate} is not valid Python (nested too deeply for Python's compiler)") \
-            from None
     return source
 
 

@@ -26,10 +26,10 @@
 #    `cuset-ablation` parent run in WORKDIR/mlflow.db;
 # 7. the champion on the 13 held-out seed tasks (SEED_SAMPLES each); `kernelwright serve` with its
 #    defaults, and the compile pass rate of its answers to SERVE_PROBLEMS held-out compositions;
-# 8. with RL_STEPS > 0, `kernelwright rl` (its own MLflow run) from the champion or, where no version
-#    was promoted, from the version with the best held-out-composition fast_0, then compile rate (a
-#    policy that compiles already earns reward); the RL version is then generated for and judged on the
-#    same held-out compositions, and rl_vs_start.json sets its figures beside its starting version's.
+# 8. with RL_STEPS > 0, `kernelwright rl` (its own MLflow run) from the version with the best
+#    held-out-composition fast_0, then compile rate (no champion needed: a policy that compiles
+#    already earns reward); the RL version is then generated for and judged on the same held-out
+#    compositions, and rl_vs_start.json sets its figures beside its starting version's.
 # A step whose output is there is skipped, and pretraining, synthesis and training resume from their
 # checkpoints, so the recipe runs as several time-boxed calls on one host:
 #     PRETRAIN_MINUTES=6 timeout 580 bash scripts/kernel_model_gpu.sh W

@@ -22,11 +22,19 @@ def include_dirs() -> tuple[str, ...]:
     dirs = [str(resources.files("kernelwright.cuda") / "nvrtc_shims")]
     try:
         import nvidia.cu13  # type: ignore[import-not-found]
-
-        dirs.append(str(Path(next(iter(nvidia.cu13.__path__))) / "include"))
     except ImportError:
-        pass
-    return tuple(dirs)
+        return tuple(dirs)
+    # nvidia.cu13 is a namespace package: its portions hold the runtime's, CCCL's, NVRTC's... headers,
+    # possibly in several folders on sys.path; the one NVRTC needs has the runtime's half types
+    found = cuda_runtime_include([Path(p) for p in nvidia.cu13.__path__])
+    return tuple(dirs + ([str(found)] if found else []))
+
+
+def cuda_runtime_include(portions: list[Path]) -> Path | None:
+    """The `include` folder, among a namespace package's portions, that holds the CUDA runtime headers
+    NVRTC programs include (`cuda_fp16.h`); else the first portion's, else None."""
+    includes = [p / "include" for p in portions]
+    return next((d for d in includes if (d / "cuda_fp16.h").is_file()), includes[0] if includes else None)
 
 
 @lru_cache(maxsize=1)

@@ -3,16 +3,26 @@
 `generate_kwargs` is the one place the sampling arguments of transformers' `generate` are made
 (evaluation's `HFBackend` here, the kernel server's generation queue); `HFBackend` turns chat
 prompts into completions, batching `model.generate` with left padding.
+
+`LoopStop` ends a sequence caught in a repetition loop (its last `window` tokens repeat a unit of at
+most `max_period` tokens: an op line written again and again, a name growing by `_op` forever), which
+a small model sampled at a low temperature falls into; such a completion can only run to the token
+budget and fail to parse, and in a batch it holds every other row until the budget. `ends_in_loop`
+is the same test on one sequence.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from rich.progress import Progress
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteria, StoppingCriteriaList
+
+LOOP_WINDOW = 256  # tokens: a loop is caught once this many in a row repeat one unit
+LOOP_MAX_PERIOD = 64  # tokens: the longest repeating unit looked for (two or three lines of code)
 
 
 def generate_kwargs(max_new_tokens: int, temperature: float, top_p: float | None, pad_token_id: int | None,
@@ -25,6 +35,33 @@ def generate_kwargs(max_new_tokens: int, temperature: float, top_p: float | None
             "eos_token_id": eos_token_id}
 
 
+def ends_in_loop(ids: Sequence[int], window: int = LOOP_WINDOW, max_period: int = LOOP_MAX_PERIOD) -> bool:
+    """Whether the last `window` tokens of `ids` repeat one unit of at most `max_period` tokens."""
+    if len(ids) < window:
+        return False
+    return bool(_periodic(torch.tensor([list(ids[-window:])]), max_period)[0])
+
+
+def _periodic(tail: torch.Tensor, max_period: int) -> torch.Tensor:
+    """Per row of `tail` (rows x window): whether the row equals itself shifted by some period <= max_period."""
+    found = torch.zeros(tail.shape[0], dtype=torch.bool, device=tail.device)
+    for p in range(1, min(max_period, tail.shape[1] - 1) + 1):
+        found |= (tail[:, p:] == tail[:, :-p]).all(dim=1)
+    return found
+
+
+class LoopStop(StoppingCriteria):
+    """Per row: done once its last `window` new tokens repeat one unit of at most `max_period` tokens."""
+
+    def __init__(self, prompt_len: int, window: int = LOOP_WINDOW, max_period: int = LOOP_MAX_PERIOD) -> None:
+        self.prompt_len, self.window, self.max_period = prompt_len, window, max_period
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+        if input_ids.shape[1] - self.prompt_len < self.window:
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)  # type: ignore[return-value]
+        return _periodic(input_ids[:, -self.window:], self.max_period)  # type: ignore[return-value]
+
+
 @dataclass
 class HFBackend:
     model: PreTrainedModel
@@ -34,15 +71,19 @@ class HFBackend:
     batch_size: int = 4
     seed: int = 0
     progress: Progress | None = None
+    stop_loops: bool = True  # end a row caught in a repetition loop (LoopStop) instead of at the budget
 
     @torch.inference_mode()
     def _batch(self, prompts: list[str]) -> list[str]:
         tok = self.tokenizer
         tok.padding_side = "left"
         enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
+        width = enc["input_ids"].shape[1]
+        stops = StoppingCriteriaList([LoopStop(width)] if self.stop_loops else [])
         out = self.model.generate(**enc, **generate_kwargs(self.max_new_tokens, self.temperature, None,
-                                                           tok.pad_token_id, tok.eos_token_id))
-        new = out[:, enc["input_ids"].shape[1]:]
+                                                           tok.pad_token_id, tok.eos_token_id),
+                                  stopping_criteria=stops)
+        new = out[:, width:]
         return tok.batch_decode(new, skip_special_tokens=True)
 
     def generate(self, conversations: list[list[dict[str, str]]], samples: int = 1) -> list[list[str]]:

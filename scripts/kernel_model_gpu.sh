@@ -35,7 +35,7 @@
 #     PRETRAIN_MINUTES=6 timeout 580 bash scripts/kernel_model_gpu.sh W
 # Env: PRETRAIN_MINUTES (default 8), TASKS (3000), STEPS (600), SEEDS ("0 1 2"),
 # MODES ("plain region cuset cusetA"; cusetSoft too on request), MASK_FLOOR (0.1), SAMPLES (1),
-# EVAL_PROBLEMS (100), MAX_NEW_TOKENS (2048), TEMPERATURE (0.2), EVAL_BATCH (64), TRAIN_BATCH (32),
+# EVAL_PROBLEMS (100), MAX_NEW_TOKENS (3072), TEMPERATURE (0.2), EVAL_BATCH (64), TRAIN_BATCH (32),
 # PARALLEL (2), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), RL_STEPS (0), RL_MAX_TOKENS (MAX_NEW_TOKENS),
 # CHECKPOINTING (unset: train's default, on with a GPU; false trades ~3x the activation memory for ~15% of the time),
 # PYTHON, SMOKE=1 (a CPU smoke run: tiny base, unverified pairs, NVRTC-only checks; never for figures).
@@ -48,7 +48,9 @@ STEPS="${STEPS:-600}"
 SEEDS="${SEEDS:-0 1 2}"
 SAMPLES="${SAMPLES:-1}"
 EVAL_PROBLEMS="${EVAL_PROBLEMS:-100}"
-MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-2048}"
+# the generation budget: a fifth of the synthesized rownorm solutions and ~4% of all take more than 2048
+# tokens (bench/loop_stop.py's stand-in tokenizer); completions caught in a loop end early (LoopStop)
+MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-3072}"
 EVAL_BATCH="${EVAL_BATCH:-64}"
 PARALLEL="${PARALLEL:-2}"
 MODES="${MODES:-plain region cuset cusetA}"

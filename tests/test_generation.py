@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import BatchEncoding
 
-from kernelwright.generation import HFBackend, generate_kwargs
+from kernelwright.generation import LOOP_MAX_PERIOD, LOOP_WINDOW, HFBackend, LoopStop, ends_in_loop, generate_kwargs
 from kernelwright.serving.backend import Sampling
 from kernelwright.serving.generate_queue import GenerateQueue, Job
 
@@ -67,3 +67,54 @@ def test_evaluation_and_the_server_generate_with_the_same_arguments(temperature:
                 "server": generate_kwargs(5, temperature, 0.9, PAD, EOS)}
     assert {k: evaluation[k] for k in expected["evaluation"]} == expected["evaluation"]
     assert {k: server[k] for k in expected["server"]} == expected["server"]
+
+
+def test_a_loop_is_a_window_that_repeats_one_short_unit() -> None:
+    line = list(range(10, 25))  # one generated line, 15 tokens, written again and again
+    assert ends_in_loop(list(range(100)) + line * 20)
+    assert ends_in_loop([7] * LOOP_WINDOW)  # "((((((" and the like
+    assert ends_in_loop(list(range(1000, 1000 + LOOP_MAX_PERIOD)) * 5)  # the longest unit looked for
+    assert not ends_in_loop(list(range(1000, 1000 + LOOP_MAX_PERIOD + 1)) * 5)  # one token longer
+    assert not ends_in_loop(line * 20 + [99])  # the loop was left
+    assert not ends_in_loop([7] * (LOOP_WINDOW - 1))  # too short to tell
+    assert not ends_in_loop(list(range(LOOP_WINDOW * 2)))
+
+
+def test_loop_stop_ends_only_the_rows_that_loop_and_only_past_the_prompt() -> None:
+    prompt = [3] * 300  # a prompt that itself repeats is no reason to stop
+    looping = prompt + [4, 5, 6] * 100
+    honest = prompt + [i % 97 + 4 for i in range(300)]
+    stop = LoopStop(prompt_len=len(prompt))
+    assert stop(torch.tensor([looping, honest]), None).tolist() == [True, False]
+    assert stop(torch.tensor([prompt + [3] * 10]), None).tolist() == [False]
+
+
+def _zero_head_model() -> Any:
+    """A one-layer Llama whose output layer is zero: greedy decoding writes token 0 forever."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=1024,
+                      pad_token_id=PAD + 1, eos_token_id=EOS)
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        model.lm_head.weight.zero_()
+    return model
+
+
+class _IdsTokenizer(_Tokenizer):
+    pad_token_id = PAD + 1
+
+    def batch_decode(self, rows: torch.Tensor, **_: Any) -> list[str]:
+        return [" ".join(str(t) for t in r.tolist() if t != self.pad_token_id) for r in rows]
+
+
+@pytest.mark.parametrize("stop_loops", [True, False])
+def test_generate_ends_a_looping_completion_at_the_window_not_the_budget(stop_loops: bool) -> None:
+    budget = LOOP_WINDOW + 100
+    out = HFBackend(_zero_head_model(), _IdsTokenizer(), max_new_tokens=budget,  # type: ignore[arg-type]
+                    stop_loops=stop_loops).generate([[{"role": "user", "content": "kernel"}]])
+    tokens = out[0][0].split()
+    assert set(tokens) == {"0"}
+    assert len(tokens) == (LOOP_WINDOW if stop_loops else budget)

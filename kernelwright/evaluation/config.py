@@ -33,6 +33,10 @@ class EvaluateConfig:
         "help": "Generation budget per completion, in tokens. 2048 holds 97%% of the synthesized solutions and "
                 "99%% of the seed solutions in the `small` base's tokens (whole kernels; 384 held none)."})
     temperature: float = field(default=0.0, metadata={"help": "Sampling temperature; 0: greedy."})
+    stop_loops: bool = field(default=True, metadata={
+        "help": "End a completion once its last 256 tokens repeat one unit of at most 64 tokens (a repetition "
+                "loop, which can only run to the budget and fail to parse) instead of at the budget; off: "
+                "every completion runs to its end-of-sequence token or the budget."})
     batch_size: int = field(default=8, metadata={"help": "Prompts per generate() call."})
     heldout_nll: bool = field(default=True, metadata={
         "help": "Also score the seed corpus's 13 held-out answers by teacher forcing under the model when "

@@ -49,7 +49,7 @@ class ScriptedBackend:
     answers: dict[str, str] = {}  # partial -> hidden code
     prompts: list[list[dict[str, str]]] = []  # the conversations of the last generate()
 
-    def __init__(self, *args: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass
 
     def generate(self, conversations: list[list[dict[str, str]]], samples: int = 1) -> list[list[str]]:

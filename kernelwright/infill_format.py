@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelwright import atomic
+from kernelwright import atomic, jsontext
 from kernelwright.errors import UsageError
 from kernelwright.prompting import SYSTEM_PROMPT, extract_code
 
@@ -161,9 +161,9 @@ def load_task(task_dir: Path) -> InfillTask:
     if missing:
         raise UsageError(f"infill task {task_dir} lacks {', '.join(missing)}")
     try:
-        meta = json.loads(_read(task_dir / META_FILE))
+        meta = jsontext.loads(_read(task_dir / META_FILE))
         fields = {k: str(meta[k]) for k in ("id", "task_id", "kind", "signature", "family")}
-    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"infill task {task_dir}: meta.json is not a task record ({exc})") from None
     task = InfillTask(reference=_read(task_dir / PROBLEM_FILE), partial=_read(task_dir / PARTIAL_FILE),
                       answer=_read(task_dir / ANSWER_FILE), **fields)

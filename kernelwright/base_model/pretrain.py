@@ -33,7 +33,7 @@ import mlflow
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
-from kernelwright import atomic
+from kernelwright import atomic, jsontext
 from kernelwright.base_model.config import LAYER_TYPES, REGISTERED_BASE, Preset, PretrainConfig
 from kernelwright.base_model.corpus import (
     Corpus,
@@ -110,8 +110,8 @@ def build_key(cfg: PretrainConfig, corpus_digest: str) -> str:
 
 def read_meta(path: Path) -> dict[str, Any] | None:
     try:
-        meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        meta = jsontext.loads((path / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
     return meta if isinstance(meta, dict) and (path / "config.json").is_file() else None
 

@@ -45,6 +45,7 @@ from typing import Any
 
 import polars as pl
 
+from kernelwright import jsontext
 from kernelwright.errors import UsageError
 from kernelwright.infill_format import ANSWER_FILE, META_FILE, PARTIAL_FILE, answer_text, load_task
 from kernelwright.prompting import completion_text, extract_code
@@ -101,23 +102,18 @@ def _read_jsonl(path: Path) -> Iterator[RawRow]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = jsontext.loads(line)
         except json.JSONDecodeError as exc:
             yield RawRow(n, {}, f"line {n} is not JSON: {exc.msg}")
-            continue
-        except RecursionError:
-            yield RawRow(n, {}, f"line {n} is not JSON this reader can take: nested too deeply")
             continue
         yield RawRow(n, obj) if isinstance(obj, dict) else RawRow(n, {}, f"line {n} is not a JSON object")
 
 
 def _read_json(path: Path) -> Iterator[RawRow]:
     try:
-        data = json.loads(_read_text(path))
+        data = jsontext.loads(_read_text(path))
     except json.JSONDecodeError as exc:
         raise UsageError(f"cannot read {path}: not JSON ({exc.msg}, line {exc.lineno})") from None
-    except RecursionError:
-        raise UsageError(f"cannot read {path}: JSON nested too deeply") from None
     if isinstance(data, dict):
         data = next((data[k] for k in JSON_LIST_KEYS if isinstance(data.get(k), list)), data)
     if not isinstance(data, list):
@@ -153,11 +149,11 @@ def _read_hf(path: Path) -> Iterator[RawRow]:
 def _read_seed(tasks: Path) -> Iterator[RawRow]:
     for n, folder in enumerate(sorted(d for d in tasks.iterdir() if (d / "meta.json").is_file()), start=1):
         try:
-            meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+            meta = jsontext.loads((folder / "meta.json").read_text(encoding="utf-8"))
             task = meta.get("id", folder.name)
             yield RawRow(n, {**meta, "id": task, "task_id": task, "prompt": _read_text(folder / "reference.py"),
                              "completion": _read_text(folder / "solution.py")})
-        except (UsageError, json.JSONDecodeError, RecursionError) as exc:
+        except (UsageError, json.JSONDecodeError) as exc:
             yield RawRow(n, {"task_id": folder.name}, f"task {folder.name}: {exc}")
 
 
@@ -214,8 +210,8 @@ def _infill_row(split: str | None, folder: Path, source: str) -> dict[str, Any]:
     where = {"split": split} if split else {}
     try:
         task = load_task(folder)
-        meta = json.loads(_read_text(folder / META_FILE))
-    except (UsageError, json.JSONDecodeError, RecursionError) as exc:
+        meta = jsontext.loads(_read_text(folder / META_FILE))
+    except (UsageError, json.JSONDecodeError) as exc:
         return {**row, "meta": json.dumps({"task_kind": "infill", **where}), "parse_error": str(exc)}
     info = {**{k: v for k, v in meta.items() if k not in ("id", "task_id", "kind")}, **where,
             "task_kind": "infill", "region_kind": task.kind, "partial": task.partial}
@@ -237,8 +233,8 @@ def infill_rows(root: Path, source: str) -> list[dict[str, Any]]:
 def infill_meta(meta: str | None) -> tuple[str, str] | None:
     """(region kind, partial solution) of an ingested row whose meta says `task_kind: "infill"`; else None."""
     try:
-        data = json.loads(meta) if meta else {}
-    except (json.JSONDecodeError, RecursionError):
+        data = jsontext.loads(meta) if meta else {}
+    except json.JSONDecodeError:
         return None
     if not isinstance(data, dict) or data.get("task_kind") != "infill":
         return None

@@ -28,6 +28,7 @@ from pathlib import Path
 import polars as pl
 from rich.progress import Progress
 
+from kernelwright import jsontext
 from kernelwright.base_model.choose import check_base_model, resolve_base_model
 from kernelwright.curation.config import CurateConfig
 from kernelwright.curation.filters import FilterReport, run_filters
@@ -76,8 +77,8 @@ def unverified_ids(corpus: pl.DataFrame) -> list[str]:
     out = []
     for row_id, meta in zip(corpus["id"].to_list(), corpus["meta"].to_list(), strict=True):
         try:
-            data = json.loads(meta) if meta else {}
-        except (json.JSONDecodeError, RecursionError):
+            data = jsontext.loads(meta) if meta else {}
+        except json.JSONDecodeError:
             continue
         if isinstance(data, dict) and data.get("verified") is False:
             out.append(str(row_id))

@@ -40,7 +40,7 @@ from typing import Any
 import mlflow
 from rich.progress import Progress
 
-from kernelwright import atomic
+from kernelwright import atomic, jsontext
 from kernelwright.base_model.perplexity import heldout_perplexity
 from kernelwright.config import config_record, config_to_params
 from kernelwright.errors import UsageError
@@ -188,8 +188,8 @@ def generate_candidates(cfg: EvaluateConfig, plan: EvaluationPlan | None = None)
 def read_generation_record(folder: Path) -> dict[str, Any] | None:
     """A generations folder's `generation.json`; None when it has none or it is not a JSON object."""
     try:
-        rec = json.loads((folder / GENERATION_RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        rec = jsontext.loads((folder / GENERATION_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
     return rec if isinstance(rec, dict) else None
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelwright import atomic
+from kernelwright import atomic, jsontext
 
 TAG = "kw.retrain."
 CHUNK_BYTES = 1 << 20
@@ -56,8 +56,8 @@ class FileDigests:
     def __init__(self, cache_file: Path) -> None:
         self.cache_file = cache_file
         try:
-            self.cache: dict[str, str] = json.loads(cache_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
+            self.cache: dict[str, str] = jsontext.loads(cache_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
             self.cache = {}
         self.changed = False
 

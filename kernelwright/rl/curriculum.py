@@ -22,7 +22,6 @@ more steps continues where it stopped.
 from __future__ import annotations
 
 import ast
-import json
 import logging
 import random
 import re
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelwright import jsontext
 from kernelwright.errors import UsageError
 from kernelwright.infill_format import META_FILE, infill_messages, load_infill, load_task
 from kernelwright.prompting import prompt_messages
@@ -105,8 +105,8 @@ def declared_signature(source: str) -> str:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        data = jsontext.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 

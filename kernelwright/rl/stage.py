@@ -31,7 +31,7 @@ from mlflow.tracking import MlflowClient
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from kernelwright import atomic
+from kernelwright import atomic, jsontext
 from kernelwright.checkpoints import RUN_ID_FILE, RunIdInCheckpoints
 from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
@@ -115,8 +115,8 @@ def load_policy(cfg: RLConfig, out: Path, resuming: bool) -> tuple[Any, PreTrain
 
 def _read_source(start: Path) -> str:
     try:
-        return str(json.loads((start / SOURCE_FILE).read_text())["source"])
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return str(jsontext.loads((start / SOURCE_FILE).read_text())["source"])
+    except (OSError, ValueError, KeyError, TypeError):
         return str(start)
 
 

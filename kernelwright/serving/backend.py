@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, Union
 
+from kernelwright import jsontext
 from kernelwright.errors import UsageError
 
 Prompt = Union[list[dict[str, str]], str]  # noqa: UP007 (a runtime alias)
@@ -108,8 +109,8 @@ class ScriptedBackend:
     @classmethod
     def from_file(cls, path: Path) -> ScriptedBackend:
         try:
-            texts = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError, RecursionError) as exc:
+            texts = jsontext.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
             raise UsageError(f"scripted backend file {path}: {exc}") from None
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
             raise UsageError(f"scripted backend file {path} must hold a non-empty JSON list of strings")

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import re
@@ -45,6 +44,7 @@ from typing import Any
 
 import httpx
 
+from kernelwright import jsontext
 from kernelwright.errors import UsageError
 from kernelwright.serving.backend import (
     Completion,
@@ -114,8 +114,8 @@ class EngineSettings:
 def message_of(response: httpx.Response) -> str:
     """The engine's error message: OpenAI's `error.message`, FastAPI's `detail`, or the body's text."""
     try:
-        body = response.json()
-    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
+        body = jsontext.loads(response.content)
+    except ValueError:  # not JSON (or nested deeper than the parser goes)
         return response.text or response.reason_phrase
     if isinstance(body, dict):
         found = body.get("error") or body.get("detail") or body.get("message")
@@ -162,8 +162,8 @@ def garbage(settings: EngineSettings, what: str) -> EngineError:
 
 def payload(text: str, settings: EngineSettings, what: str) -> dict[str, Any]:
     try:
-        body = json.loads(text)
-    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
+        body = jsontext.loads(text)
+    except ValueError:  # not JSON, or nested deeper than the parser goes
         raise garbage(settings, what) from None
     if not isinstance(body, dict):
         raise garbage(settings, what)
@@ -247,12 +247,12 @@ class OpenAIBackend:
             if response.status_code != 200:
                 why = self.settings.mask(message_of(response))
                 return f"the engine's /v1/models answered {response.status_code}: {why}"
-            data = json.loads(response.text).get("data")
+            data = jsontext.loads(response.text).get("data")
             ids = [m.get("id") for m in data if isinstance(m, dict)] if isinstance(data, list) else []
             return None if self.model in ids else f"the engine no longer lists {self.model!r}"
         except httpx.HTTPError as exc:
             return str(transport_error(exc, self.settings))
-        except (ValueError, AttributeError, RecursionError):
+        except (ValueError, AttributeError):
             return "the engine's /v1/models answered something that is not a model list"
 
     def _http(self) -> httpx.AsyncClient:

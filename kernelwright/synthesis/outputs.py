@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernelwright import atomic
+from kernelwright import atomic, jsontext
 from kernelwright.synthesis.task import SynthTask
 from kernelwright.synthesis.trusted_batch import PairCheck
 
@@ -70,7 +70,7 @@ def write_manifest(out: Path, manifest: Mapping[str, Any]) -> None:
 
 def read_manifest(out: Path) -> dict[str, Any]:
     try:
-        data = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, RecursionError):
+        data = jsontext.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
         return {}
     return data if isinstance(data, dict) else {}

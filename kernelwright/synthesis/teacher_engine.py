@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelwright import jsontext
 from kernelwright.errors import UsageError
 from kernelwright.prompting import prompt_messages
 from kernelwright.verifier.problems import Problem
@@ -167,8 +168,8 @@ class _Client:
             reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
             raise EngineFailure(f"no answer to {method} {route}: {reason}") from None
         try:
-            return json.loads(raw), answer_headers
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:  # deeper than the parser goes
+            return jsontext.loads(raw), answer_headers
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # deeper than the parser goes
             raise EngineFailure(f"malformed JSON from {method} {route}: {type(exc).__name__}: {exc}: "
                                 f"{raw[:DETAIL_CHARS]!r}") from None
 

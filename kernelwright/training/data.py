@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from datasets import Dataset
 
+from kernelwright import jsontext
 from kernelwright.errors import UsageError
 from kernelwright.training.cuset_trainer import WEIGHT_COLUMNS
 
@@ -37,7 +37,14 @@ def load_curated(data_dir: Path) -> tuple[Dataset, dict[str, Any]]:
     ds = Dataset.from_parquet(str(check_curated(data_dir)))
     assert isinstance(ds, Dataset)
     cuset_file = data_dir / "cuset.json"
-    cuset = json.loads(cuset_file.read_text()) if cuset_file.is_file() else {}
+    cuset: Any = {}
+    if cuset_file.is_file():
+        try:
+            cuset = jsontext.loads(cuset_file.read_bytes())
+        except ValueError as exc:
+            raise UsageError(f"{cuset_file} is not the JSON `kernelwright curate` writes: {exc}") from None
+    if not isinstance(cuset, dict):
+        raise UsageError(f"{cuset_file} is not the JSON object `kernelwright curate` writes")
     return ds.select_columns(["input_ids", "labels", *WEIGHT_COLUMNS]), cuset
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernelwright import atomic
+from kernelwright import atomic, jsontext
 from kernelwright.verifier.timing import TIMED_MEMORY_BYTES
 
 # The reference's peak is measured in float32 alone; a candidate's judge also holds the float64 twin
@@ -125,10 +125,10 @@ class Ledger:
 
     def _read(self) -> dict[str, Any]:
         try:
-            data = json.loads(self.path.read_text())
+            data = jsontext.loads(self.path.read_text())
             holders = [Hold(**h) for h in data["holders"]]
             queue = [Hold(**w) for w in data["queue"]]
-        except (OSError, ValueError, KeyError, TypeError, RecursionError):  # none yet, or unreadable: start afresh
+        except (OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: start afresh
             holders, queue = [], []
         return {"holders": {h.token: h for h in holders}, "queue": queue}
 
@@ -231,8 +231,8 @@ def peak_path(build_cache: str | None, problem: str) -> Path | None:
 def read_peak(build_cache: str | None, problem: str) -> int | None:
     path = peak_path(build_cache, problem)
     try:
-        peak = json.loads(path.read_text())["peak_bytes"] if path is not None else None
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        peak = jsontext.loads(path.read_text())["peak_bytes"] if path is not None else None
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     return peak if type(peak) is int and peak >= 0 else None
 

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelwright import jsontext
+
 MAX_REPLY_BYTES = 1 << 20
 MAX_OUTPUT_BYTES = 8 << 30
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
@@ -96,8 +98,8 @@ class Channel:
 
 def parse_reply(line: bytes) -> dict[str, Any]:
     try:
-        reply = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: nested past what json.loads reads
+        reply = jsontext.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
         raise ChannelBroken(f"a reply that is not JSON: {line[:80]!r}") from None
     if not isinstance(reply, dict):
         raise ChannelBroken(f"a reply that is not an object: {type(reply).__name__}")

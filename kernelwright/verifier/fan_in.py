@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kernelwright import jsontext
 from kernelwright.atomic import write_json
 
 SHARES = (2.0**-1, 2.0**-5, 2.0**-10, 2.0**-15, 2.0**-20)
@@ -104,10 +105,10 @@ def cached_fan_in(build_cache: str | None, problem_file: str, shape: dict[str, A
         key = json.dumps([Path(problem_file).read_text(encoding="utf-8"), shape, seed], sort_keys=True, default=str)
         path = Path(build_cache) / "fan-in" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
         try:
-            held = json.loads(path.read_text(encoding="utf-8")).get("fan_in")
+            held = jsontext.loads(path.read_text(encoding="utf-8")).get("fan_in")
             if isinstance(held, int) and not isinstance(held, bool) and held >= 1:
                 return held
-        except (OSError, ValueError, AttributeError, RecursionError):  # none yet, or unreadable: measured again
+        except (OSError, ValueError, AttributeError):  # none yet, or unreadable: measured again
             pass
     n = measure()
     if n is not None and path is not None:

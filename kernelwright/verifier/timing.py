@@ -33,7 +33,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernelwright import atomic
+from kernelwright import atomic, jsontext
 from kernelwright.verifier.inputs import draw_inputs
 from kernelwright.verifier.isolation import Rejected
 from kernelwright.verifier.spec import Spec
@@ -328,9 +328,9 @@ def read_ref_cache(path: Path | None) -> RefCache:
     if path is None or not path.is_file():
         return RefCache(path, None)
     try:
-        data = json.loads(path.read_text())
+        data = jsontext.loads(path.read_text())
         return RefCache(path, (float(data["ref_runtime_ms"]), data["ref_compile_runtime_ms"]))
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+    except (OSError, ValueError, KeyError, TypeError):
         return RefCache(path, None)
 
 

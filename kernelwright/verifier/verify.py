@@ -26,7 +26,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO
 
-from kernelwright import atomic
+from kernelwright import atomic, jsontext
 from kernelwright.cuda.pch import header_built_alongside
 from kernelwright.cuda.static_checks import StaticReport, check_source
 from kernelwright.cuda.torch_calls import scan_candidate
@@ -251,8 +251,8 @@ def _worker_verdict(outcome: str, err: bytes, state: dict, returncode: int | Non
 def _read_state(path: Path) -> dict:
     """The worker's state file; anything unreadable or not a JSON object reads as no state."""
     try:
-        state = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError, RecursionError):
+        state = jsontext.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
         return {}
     return state if isinstance(state, dict) else {}
 

@@ -133,4 +133,4 @@ def test_hostile_rows_are_reported_not_fatal(tmp_path: Path) -> None:
     assert errors["h:1"] is None
     assert errors["h:2"] == "prompt is not valid Unicode text (a lone surrogate)"
     assert errors["h:3"] == "completion is not a Python file (nested too deeply for Python's parser)"
-    assert errors["h:4"] == "line 4 is not JSON this reader can take: nested too deeply"
+    assert errors["h:4"].startswith("line 4 is not JSON: nested more than")

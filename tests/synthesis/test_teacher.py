@@ -261,7 +261,7 @@ def test_a_500_on_one_problem_is_recorded_and_the_rest_continue(stub: Any, probl
     errors = answers.errors
     assert set(errors) == {"level1/2_elu", "level1/3_gelu", "level1/4_hardswish"}
     assert "HTTP 500" in errors["level1/2_elu"] and "malformed JSON" in errors["level1/3_gelu"]
-    assert "malformed JSON" in errors["level1/4_hardswish"] and "RecursionError" in errors["level1/4_hardswish"]
+    assert "malformed JSON" in errors["level1/4_hardswish"] and "nested more than" in errors["level1/4_hardswish"]
     assert len(answers.of(leaky.id).texts) == 2  # type: ignore[union-attr]
 
     judge = FixtureJudge()

@@ -218,3 +218,19 @@ def test_sampling_reaches_the_trainer_and_groups_lengths() -> None:
     with pytest.raises(UsageError, match="sampling must be one of random, group_by_length"):
         parse_config(TrainConfig, ["--sampling", "sorted"], "kernelwright train")
 
+
+
+@pytest.mark.parametrize("text", ["{not json", "[" * 100_000, "[1, 2]"])
+def test_a_broken_cuset_json_beside_the_curated_data_is_a_usage_error(tmp_path, text) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kernelwright.errors import UsageError
+    from kernelwright.training.data import load_curated
+
+    cols = {"input_ids": [[1, 2]], "labels": [[-100, 2]], "token_weights": [[0.0, 1.0]],
+            "loss_mask": [[0.0, 1.0]], "sample_weight": [1.0]}
+    pq.write_table(pa.table(cols), tmp_path / "data.parquet")
+    (tmp_path / "cuset.json").write_text(text)
+    with pytest.raises(UsageError, match="cuset.json"):
+        load_curated(tmp_path)

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from kernelwright import atomic
+from kernelwright import atomic, jsontext
 
 MEMO_SIZE = 4096
 _memo: OrderedDict[tuple[str | None, str], dict[str, Any]] = OrderedDict()
@@ -53,7 +53,7 @@ def get(cache_dir: Path | None, key: str) -> dict[str, Any] | None:
     if cache_dir is None:
         return None
     try:
-        data = json.loads(result_path(cache_dir, key).read_text(encoding="utf-8"))
+        data = jsontext.loads(result_path(cache_dir, key).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):

@@ -1,0 +1,22 @@
+"""JSON from outside the process: nothing but ValueError, however deep it nests."""
+
+import json
+
+import pytest
+
+from kernelwright import jsontext
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"a":' * 100_000, b"[" * 100_000])
+def test_deep_nesting_is_a_decode_error_not_a_recursion_error(text) -> None:
+    with pytest.raises(json.JSONDecodeError, match="nested more than"):
+        jsontext.loads(text)
+
+
+def test_ordinary_json_and_the_ordinary_errors() -> None:
+    assert jsontext.loads(b'{"a": [1, 2]}') == {"a": [1, 2]}
+    assert jsontext.loads("[" * 50 + "]" * 50) is not None
+    with pytest.raises(ValueError):
+        jsontext.loads("{not json")
+    with pytest.raises(ValueError):
+        jsontext.loads(b"\xff\xfe\x00")

@@ -14,7 +14,9 @@ parsed tree are iterative where a candidate controls the depth (nested calls, at
 operator chains), so a tree that parses can also be checked.
 
 A file is decoded as Python decodes it (`read_python`): UTF-8 unless a PEP 263 coding line says
-otherwise; bytes that do not decode are a `SyntaxError` too.
+otherwise; bytes that do not decode are a `SyntaxError` too, and so is a file larger than
+`MAX_SOURCE_BYTES`, read no further (a 3 GB candidate took 6 GB of memory and 20 s of a judge's
+process to be called invalid).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from __future__ import annotations
 import ast
 import importlib.util
 from pathlib import Path
+
+MAX_SOURCE_BYTES = 16 << 20  # a candidate or problem file larger than this is not read
 
 
 def parse_python(source: str, filename: str = "<unknown>") -> ast.Module:
@@ -63,6 +67,27 @@ def decode_python(data: bytes, filename: str = "<unknown>") -> str:
                           (filename, None, None, None)) from None
 
 
+def read_source_bytes(path: Path) -> bytes:
+    """A source file's bytes; a `SyntaxError` when it holds more than MAX_SOURCE_BYTES (OSError when it cannot
+    be read)."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:
+        raise SyntaxError(f"larger than {MAX_SOURCE_BYTES >> 20} MiB, more than any kernel's source: not read",
+                          (str(path), None, None, None))
+    return data
+
+
 def read_python(path: Path) -> str:
-    """`decode_python` of a file (OSError when it cannot be read)."""
-    return decode_python(path.read_bytes(), str(path))
+    """`decode_python` of a file (`read_source_bytes`: a SyntaxError past the size limit; OSError when it cannot
+    be read)."""
+    return decode_python(read_source_bytes(path), str(path))
+
+
+def source_text(path: Path) -> str:
+    """A source file's text for a scan that takes anything (undecodable bytes replaced); "" past the size
+    limit, which `read_python` rejects with its reason."""
+    try:
+        return read_source_bytes(path).decode("utf-8", errors="replace")
+    except SyntaxError:
+        return ""

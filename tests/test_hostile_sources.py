@@ -77,3 +77,22 @@ def test_the_compile_check_answers_the_whole_corpus_at_once(tmp_path: Path) -> N
         if _python_rejects(text):
             assert not result.ok, name
     assert results[-1].ok or program.nvrtc_version() is None, results[-1]  # the honest file, where NVRTC loads
+
+
+def test_a_file_past_the_size_limit_is_refused_unread(tmp_path: Path, capsys, monkeypatch) -> None:
+    """A candidate of gigabytes once took 6 GB and 20 s of the judge's process to be called invalid."""
+    from kernelwright import pysource
+
+    monkeypatch.setattr(pysource, "MAX_SOURCE_BYTES", 1 << 20)
+    candidate = tmp_path / "sample_0.py"
+    candidate.write_bytes(SOLUTION.encode())
+    with open(candidate, "r+b") as f:
+        f.truncate((1 << 20) + 1)  # a sparse tail: what is past the limit is never read
+    code = main(["verify", "--static", "--problem", str(PROBLEM), "--candidate", str(candidate)])
+    err = capsys.readouterr().err
+    assert code == 2 and "larger than 1 MiB" in err and "Traceback" not in err, err
+    verdict = pre_verdict(Candidate(problem=load_problem(PROBLEM), sample=0, path=candidate))
+    assert verdict is not None and verdict.reason == "syntax_error" and "larger than" in verdict.detail
+    assert pysource.source_text(candidate) == ""
+    candidate.write_bytes(SOLUTION.encode())  # at the limit or under it: read as before
+    assert pysource.source_text(candidate) == SOLUTION

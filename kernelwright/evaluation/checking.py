@@ -19,6 +19,7 @@ from kernelwright.cuda.nvrtc.device import compile_many
 from kernelwright.cuda.spans import cuda_source_of
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.candidates import Candidate
+from kernelwright.pysource import source_text
 from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.verdict import Verdict
 from kernelwright.verifier.verify import read_inputs, source_warnings, static_verdict, with_warnings
@@ -52,7 +53,7 @@ class Row:
 
 
 def _source(c: Candidate) -> str:
-    return c.path.read_text(encoding="utf-8", errors="replace") if c.path else ""
+    return source_text(c.path) if c.path else ""  # "" past the size limit: read_inputs gives the reason
 
 
 def nvrtc_results(cands: Sequence[Candidate], cache_dir: Path | None = None) -> list[bool]:

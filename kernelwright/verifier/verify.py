@@ -31,7 +31,7 @@ from kernelwright.cuda.pch import header_built_alongside
 from kernelwright.cuda.static_checks import StaticReport, check_source
 from kernelwright.cuda.torch_calls import scan_candidate
 from kernelwright.errors import NoCudaDevice, UsageError
-from kernelwright.pysource import compile_python, read_python, syntax_message
+from kernelwright.pysource import compile_python, read_python, source_text, syntax_message
 from kernelwright.verifier.admission import GpuMemory, Ledger, estimate_bytes, host_gpu_ledger, read_peak
 from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.forkserver import ForkServer, Spawned, SpawnRefused, started_server
@@ -113,7 +113,7 @@ def with_warnings(verdict: Verdict, warnings: Sequence[str]) -> Verdict:
 
 def _candidate_warnings(candidate: str) -> list[str]:
     try:
-        return source_warnings(Path(candidate).read_text(encoding="utf-8", errors="replace"))
+        return source_warnings(source_text(Path(candidate)))
     except OSError:
         return []
 
@@ -288,7 +288,7 @@ def nvrtc_gated(cfg: VerifyConfig) -> Verdict | None:
     """compile_error without a build, where NVRTC's rejection stands for nvcc's (`cfg.nvrtc_gate`)."""
     if not cfg.nvrtc_gate:
         return None
-    verdict = nvrtc_verdict(Path(cfg.candidate).read_text(encoding="utf-8", errors="replace"))
+    verdict = nvrtc_verdict(source_text(Path(cfg.candidate)))
     if verdict is not None:
         verdict.judge_version = JUDGE_VERSION
         with_warnings(verdict, _candidate_warnings(cfg.candidate))

@@ -3,6 +3,7 @@ on a CPU: each answers with a verdict, a refusal or a usage error, and none rais
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,20 @@ def test_a_file_past_the_size_limit_is_refused_unread(tmp_path: Path, capsys, mo
     assert pysource.source_text(candidate) == ""
     candidate.write_bytes(SOLUTION.encode())  # at the limit or under it: read as before
     assert pysource.source_text(candidate) == SOLUTION
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "device", "dangling"])
+def test_a_candidate_that_is_no_regular_file_is_named_as_such(kind: str, tmp_path: Path, capsys) -> None:
+    candidate = tmp_path / "candidate.py"
+    if kind == "fifo":
+        os.mkfifo(candidate)  # reading it would wait forever
+    elif kind == "folder":
+        candidate.mkdir()
+    elif kind == "device":
+        candidate.symlink_to("/dev/zero")  # reading it would never end
+    else:
+        candidate.symlink_to(tmp_path / "gone.py")
+    code = main(["verify", "--static", "--problem", str(PROBLEM), "--candidate", str(candidate)])
+    err = capsys.readouterr().err
+    expected = "file not found" if kind == "dangling" else "is not a regular file"
+    assert code == 2 and expected in err and "Traceback" not in err, err

@@ -52,7 +52,8 @@ def read_inputs(problem: Path, candidate: Path) -> str:
     """Check both files exist and parse; return the candidate's source. Bad input: UsageError."""
     for path, what in ((problem, "problem"), (candidate, "candidate")):
         if not path.is_file():
-            raise UsageError(f"{what} file not found: {path}")
+            found = path.exists()  # a dangling link: not found
+            raise UsageError(f"{what} {path} is not a regular file" if found else f"{what} file not found: {path}")
     problem_source = _read(problem, "problem")
     parse_problem_source(problem_source, problem)
     source = _read(candidate, "candidate")

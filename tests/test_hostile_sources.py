@@ -114,3 +114,18 @@ def test_a_candidate_that_is_no_regular_file_is_named_as_such(kind: str, tmp_pat
     err = capsys.readouterr().err
     expected = "file not found" if kind == "dangling" else "is not a regular file"
     assert code == 2 and expected in err and "Traceback" not in err, err
+
+
+def test_a_generations_folder_with_no_regular_sample_file_counts_it_missing(tmp_path: Path) -> None:
+    from kernelwright.evaluation.candidates import candidates_from
+
+    problem = load_problem(PROBLEM)
+    sub = tmp_path / problem.id
+    sub.mkdir()
+    os.mkfifo(sub / "sample_0.py")  # a reader would block on it forever
+    (sub / "sample_1.py").mkdir()
+    (sub / "sample_2.py").symlink_to("/dev/zero")
+    (sub / "sample_3.py").write_text(SOLUTION)
+    cands = candidates_from(tmp_path, [problem], samples=4)
+    assert [c.path is None for c in cands] == [True, True, True, False]
+    assert pre_verdict(cands[0]).reason == "no_candidate"  # type: ignore[union-attr]

@@ -59,7 +59,8 @@ def select_problems(suite: str | None, split: str, workdir: Path | None = None) 
 def _sample_files(folder: Path, problem: Problem) -> dict[int, Path]:
     sub = folder / problem.id
     if sub.is_dir():
-        return {int(m.group(1)): p for p in sub.iterdir() if (m := SAMPLE_FILE.match(p.name))}
+        # regular files only: a FIFO would block its reader, a device never end, a folder is no file
+        return {int(m.group(1)): p for p in sub.iterdir() if (m := SAMPLE_FILE.match(p.name)) and p.is_file()}
     single = folder / f"{problem.id}.py"
     return {0: single} if single.is_file() else {}
 

@@ -129,3 +129,12 @@ def test_a_generations_folder_with_no_regular_sample_file_counts_it_missing(tmp_
     cands = candidates_from(tmp_path, [problem], samples=4)
     assert [c.path is None for c in cands] == [True, True, True, False]
     assert pre_verdict(cands[0]).reason == "no_candidate"  # type: ignore[union-attr]
+
+
+def test_a_problem_folder_skips_what_is_no_regular_file(tmp_path: Path) -> None:
+    from kernelwright.verifier.problems import load_problems
+
+    (tmp_path / "elu.py").write_text(PROBLEM.read_text())
+    os.mkfifo(tmp_path / "fifo.py")
+    (tmp_path / "dir.py").mkdir()
+    assert [p.path.name for p in load_problems(tmp_path)] == ["elu.py"]

@@ -85,7 +85,7 @@ def load_problems(folder: Path) -> list[Problem]:
         raise UsageError(f"problem folder not found: {folder}")
     problems: list[Problem] = []
     for path in sorted(folder.rglob("*.py")):
-        if path.name.startswith("_"):
+        if path.name.startswith("_") or not path.is_file():  # a FIFO or device would never be read to its end
             continue
         parent = path.parent.name if path.parent != folder else None
         level = parent if parent and LEVEL_DIR.match(parent) else None

@@ -13,9 +13,10 @@ Two patterns, both reported as `fallback_try_except` by `static_checks.check_sou
   result for None or failure (`_ext is None`, `not _ext`, `hasattr(self, "has_ext")`,
   `getattr(_ext, "run", None)`), where the path taken when the build is missing computes (a
   PyTorch call, arithmetic, a returned value) instead of building or raising. Build results are
-  the names bound to what builds (`_ext = load_inline(...)`, `self.ext = _get_ext()`), what is read
-  from them (`fn = getattr(_ext, "run", None)`), and the flags set beside a guarded build
-  (`_HAS_EXT = False` in its handler).
+  the names bound to what builds (`_ext = load_inline(...)`, `self.ext = _get_ext()`, a call handed a
+  builder to run: `fut = pool.submit(lambda: load_inline(...))`), what is read from them
+  (`fn = getattr(_ext, "run", None)`, `fut.result()`, either arm of `a if c else b`), and the flags
+  set beside a guarded build (`_HAS_EXT = False` in its handler).
 
 A try around code that does not build (an optional import, a cache lookup) and a handler that
 re-raises are not fallbacks.
@@ -94,7 +95,9 @@ class Builds:
     def is_build(self, node: ast.AST) -> bool:
         if isinstance(node, ast.Call):
             name = dotted_name(node.func)
-            return id(node) in self.calls or _callee(node) in self.callables or ".cpp_extension." in f".{name}"
+            return id(node) in self.calls or _callee(node) in self.callables or ".cpp_extension." in f".{name}" \
+                or any(isinstance(a, ast.Name | ast.Attribute) and dotted_name(a).rpartition(".")[2] in self.callables
+                       for a in _arguments(node))  # a builder handed over by name: Thread(target=_build)
         return isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in self.properties
 
     def builds(self, node: ast.AST) -> bool:
@@ -107,8 +110,14 @@ class Builds:
                 continue
             if self.is_build(n):
                 return True
+            if isinstance(n, ast.Call):  # a lambda handed to a call is run by it: pool.submit(lambda: ...)
+                stack.extend(a.body for a in _arguments(n) if isinstance(a, ast.Lambda))
             stack.extend(ast.iter_child_nodes(n))
         return False
+
+
+def _arguments(call: ast.Call) -> list[ast.expr]:
+    return [*call.args, *(k.value for k in call.keywords)]
 
 
 def _reraises(handler: ast.ExceptHandler) -> bool:
@@ -169,10 +178,23 @@ def _results(tree: ast.Module, builds: Builds, flags: set[str]) -> set[str]:
 
 
 def _reads_result(value: ast.expr, names: set[str]) -> bool:
-    if isinstance(value, ast.Attribute):
-        return dotted_name(value.value) in names
-    return isinstance(value, ast.Call) and _callee(value) == "getattr" and bool(value.args) and \
-        dotted_name(value.args[0]) in names
+    """`value` reads a build result: an attribute of one, `getattr` of one, a method of one called
+    (`future.result()`), or either arm of a conditional expression that does."""
+    arms = [value]  # iterative: a candidate's conditional chains may nest past the recursion limit
+    while arms:
+        v = arms.pop()
+        if isinstance(v, ast.IfExp):
+            arms += [v.body, v.orelse]
+        elif isinstance(v, ast.Attribute):
+            if dotted_name(v.value) in names:
+                return True
+        elif isinstance(v, ast.Call):
+            if _callee(v) == "getattr":
+                if v.args and dotted_name(v.args[0]) in names:
+                    return True
+            elif isinstance(v.func, ast.Attribute) and dotted_name(v.func.value) in names:
+                return True
+    return False
 
 
 def _attr_name(node: ast.expr) -> str:

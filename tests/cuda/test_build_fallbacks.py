@@ -161,3 +161,26 @@ def test_honest_controls_are_correct_on_gpu(tmp_path: Path) -> None:
                          build_cache=str(tmp_path / "builds")) for n in names]
     got = {n: (v.reason, v.detail[:300]) for n, v in zip(names, verify_many(cfgs, jobs=4), strict=True)}
     assert all(reason == "ok" for reason, _ in got.values()), got
+
+
+def test_a_build_handed_to_an_executor_or_thread_is_a_build() -> None:
+    """The build runs where the caller hands it over; its failure shows as a missing result."""
+    fallback = '''
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if _ext is None:
+            return F.relu(x)
+        return _ext.run(x)
+'''
+    future = KERNEL + "import concurrent.futures as cf\n" + \
+        f"_fut = cf.ThreadPoolExecutor(1).submit(lambda: {BUILD})\n" + \
+        "_ext = None if _fut.exception() else _fut.result()\n" + fallback
+    thread = KERNEL + "import threading\n_ext = None\n" + \
+        f"def _build():\n    global _ext\n    _ext = {BUILD}\n" + \
+        "_t = threading.Thread(target=_build)\n_t.start()\n_t.join()\n" + fallback
+    for source in (future, thread):
+        found = _fallback(source)
+        assert any("ModelNew.forward computes without the build when _ext" in d for d in found), found
+    honest = KERNEL + "import concurrent.futures as cf\n" + \
+        f"_ext = cf.ThreadPoolExecutor(1).submit(lambda: {BUILD}).result()\n" + USE
+    assert check_source(honest, require_call=True).ok, check_source(honest, require_call=True).details

@@ -57,6 +57,29 @@ def dotted_name(node: ast.AST) -> str:
     return ".".join([head, *reversed(attrs)]) if attrs else head
 
 
+BUILDER_NAMES = frozenset({"load_inline", "load", "RawKernel", "RawModule", "SourceModule"})
+
+
+def builder_aliases(tree: ast.Module) -> dict[str, str]:
+    """Local names of the builders a file imports under another name (`from torch.utils.cpp_extension import
+    load_inline as li`: li -> load_inline), so that a call through the alias is read as the builder's."""
+    return {a.asname: a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+            for a in n.names if a.asname and a.name in BUILDER_NAMES and a.asname != a.name}
+
+
+def call_name(call: ast.Call, aliases: dict[str, str]) -> str:
+    """`dotted_name` of what `call` calls, a builder imported under another name read as the builder."""
+    name = dotted_name(call.func)
+    head, dot, rest = name.partition(".")
+    return aliases[head] + dot + rest if head in aliases else name
+
+
+def load_inline_calls(tree: ast.Module) -> list[ast.Call]:
+    """Every call of `load_inline`, under whatever name the file imported it."""
+    aliases = builder_aliases(tree)
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and call_name(n, aliases).endswith("load_inline")]
+
+
 def _bindings(tree: ast.Module) -> dict[str, ast.expr]:
     """name -> the expression last assigned to it (plain `name = ...` / `name: T = ...` anywhere)."""
     found: dict[str, tuple[int, ast.expr]] = {}
@@ -209,7 +232,7 @@ def candidate_sources(py_source: str) -> CandidateSources:
     except SyntaxError as exc:
         return CandidateSources(problem=f"python_syntax: {syntax_message(exc)}")
     resolver = _Resolver(_bindings(tree))
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and dotted_name(n.func).endswith("load_inline")]
+    calls = load_inline_calls(tree)
     unbound = unbound_source_names(tree, calls)
     if unbound:
         named = ", ".join(f"{arg}={name}" for arg, name in unbound)

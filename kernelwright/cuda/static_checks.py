@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from kernelwright.cuda.build_fallbacks import build_fallbacks
-from kernelwright.cuda.candidate_sources import dotted_name
+from kernelwright.cuda.candidate_sources import builder_aliases, call_name, dotted_name
 from kernelwright.pysource import parse_python, syntax_message
 
 # Calls that only allocate, reshape or move data: allowed in ModelNew's Python code.
@@ -77,18 +77,21 @@ _PYBIND_DEF = re.compile(r"\.def\s*\(\s*\"(\w+)\"")
 
 
 def _cpp_extension_imports(tree: ast.Module) -> set[str]:
-    return {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+    """The names a file imports from cpp_extension, as cpp_extension names them (`call_name` reads an
+    alias as its builder's name)."""
+    return {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
             and (n.module or "").endswith("cpp_extension") for a in n.names}
 
 
 def _build_calls(tree: ast.Module) -> list[ast.Call]:
     """Calls that build device code: load_inline, cpp_extension.load, cupy RawKernel/RawModule, SourceModule."""
     from_ext = _cpp_extension_imports(tree)
+    aliases = builder_aliases(tree)
     out = []
     for n in ast.walk(tree):
         if not isinstance(n, ast.Call):
             continue
-        name = dotted_name(n.func)
+        name = call_name(n, aliases)
         head, _, last = name.rpartition(".")
         if last in BUILDERS or (last == "load" and (head.endswith("cpp_extension") or (not head and name in from_ext))):
             out.append(n)
@@ -130,8 +133,9 @@ def _launched(sources: list[str], kernels: set[str], tree: ast.Module, builds: l
 def _built_callables(tree: ast.Module, builds: list[ast.Call], sources: list[str]) -> set[str] | None:
     """Names through which Python calls what was built; None when they cannot be read statically."""
     names: set[str] = set()
+    aliases = builder_aliases(tree)
     for b in builds:
-        if dotted_name(b.func).endswith(("load_inline", "load")):
+        if call_name(b, aliases).endswith(("load_inline", "load")):
             bound = _str_args(b, "functions")
             if bound is None and not any(_PYBIND_DEF.search(s) for s in sources):
                 return None

@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kernelwright.cuda.candidate_sources import candidate_sources, dotted_name
+from kernelwright.cuda.candidate_sources import candidate_sources, load_inline_calls
 from kernelwright.cuda.compile_result import FAILED, CompileCheckSettings
 from kernelwright.cuda.compile_stages import device_check
 from kernelwright.cuda.include_policy import refused_includes
@@ -64,7 +64,7 @@ class NvrtcOutcome:
 
 def _flags_problem(tree: ast.Module) -> str:
     """Why a load_inline call's flags may change what nvcc compiles ("" when none do)."""
-    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and dotted_name(n.func).endswith("load_inline")):
+    for call in load_inline_calls(tree):
         for kw in call.keywords:
             if kw.arg is None:
                 return "load_inline gets **keyword arguments"

@@ -66,8 +66,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "10"  # 10: a build handed to an executor or thread is a build (fallbacks); sources past 16 MiB
-# refused unread; 9: the profiler's kernel time bounds the timer (kernel_clock.py);
+JUDGE_VERSION = "10"  # 10: a build handed to an executor or thread, or through an imported alias, is a build;
+# sources past 16 MiB refused unread; 9: the profiler's kernel time bounds the timer (kernel_clock.py);
 # 8: element bounds per element and fan-in, approximation, the KernelBench view;
 # failed builds named (their stage, lazy ones too), no build after NVRTC's trusted rejection, build fallbacks;
 # 7: the judge's clock bounds the timer (2x), GPU memory admission; 6: a line left by a gone runner, threads

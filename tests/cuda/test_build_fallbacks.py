@@ -184,3 +184,21 @@ class ModelNew(nn.Module):
     honest = KERNEL + "import concurrent.futures as cf\n" + \
         f"_ext = cf.ThreadPoolExecutor(1).submit(lambda: {BUILD}).result()\n" + USE
     assert check_source(honest, require_call=True).ok, check_source(honest, require_call=True).details
+
+
+def test_a_builder_imported_under_another_name_is_a_build() -> None:
+    """`from torch.utils.cpp_extension import load_inline as li` was read as no build at all: an honest
+    candidate rejected as no_kernel, and a fallback around the aliased build unseen."""
+    from kernelwright.cuda.candidate_sources import candidate_sources
+
+    aliased = KERNEL.replace("import load_inline", "import load_inline as li")
+    honest = aliased + f"_ext = {BUILD.replace('load_inline(', 'li(')}\n" + USE
+    report = check_source(honest, require_call=True)
+    assert report.ok, report.details
+    assert [b.functions for b in candidate_sources(honest).builds] == [["run"]]
+    swallowed = aliased + f"try:\n    _ext = {BUILD.replace('load_inline(', 'li(')}\nexcept Exception:\n" \
+        "    _ext = None\n" + USE
+    assert any("around a build at module level" in d for d in _fallback(swallowed)), _fallback(swallowed)
+    load_alias = KERNEL + "from torch.utils.cpp_extension import load as build_from_files\n" + \
+        "_ext = build_from_files(name='e', sources=['k.cu'])\n" + USE
+    assert "no_kernel" not in check_source(load_alias, require_call=True).reasons

@@ -37,6 +37,7 @@
 # MODES ("plain region cuset cusetA"; cusetSoft too on request), MASK_FLOOR (0.1), SAMPLES (1),
 # EVAL_PROBLEMS (100), MAX_NEW_TOKENS (3072), TEMPERATURE (0.2), EVAL_BATCH (64), TRAIN_BATCH (32),
 # PARALLEL (2), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), RL_STEPS (0), RL_MAX_TOKENS (MAX_NEW_TOKENS),
+# TRAIN_INFILL (1; 0: train on whole kernels only),
 # CHECKPOINTING (unset: train's default, on with a GPU; false trades ~3x the activation memory for ~15% of the time),
 # PYTHON, SMOKE=1 (a CPU smoke run: tiny base, unverified pairs, NVRTC-only checks; never for figures).
 set -euo pipefail
@@ -61,6 +62,7 @@ SERVE_PROBLEMS="${SERVE_PROBLEMS:-20}"
 RL_STEPS="${RL_STEPS:-0}"
 RL_MAX_TOKENS="${RL_MAX_TOKENS:-$MAX_NEW_TOKENS}"  # RL's completion budget: whole kernels, as evaluated
 TRAIN_BATCH="${TRAIN_BATCH:-32}"
+TRAIN_INFILL="${TRAIN_INFILL:-1}"
 # the small base's activations take ~0.5 MB a token without checkpointing, ~0.17 MB with it (bf16): a
 # batch of 32 near the 4096-token cap needs ~60 GB a process without it
 CHECKPOINTING="${CHECKPOINTING:+--gradient-checkpointing $CHECKPOINTING}"
@@ -114,11 +116,17 @@ for t in split_tasks(load_seed_tasks())[0]:  # the seed corpus's training split:
     shutil.copytree(t.path, f"{sys.argv[1]}/{t.id}")
 PY
 
+# the training data: synthesized pairs and the seed training split, with the infill tasks unless
+# TRAIN_INFILL=0 (they are 70% of the samples: without them the same steps make ~3x the epochs over
+# whole kernels; the infill suite is still evaluated). A curated folder is named for what it holds.
+INFILL_INPUT=(--input "$SYN/infill/train"); DATA_TAG=
+[ "$TRAIN_INFILL" = 1 ] || { INFILL_INPUT=(); DATA_TAG=-noinfill; }
+
 curate_reading() {  # uncertain (reading B), soft (reading B at weight MASK_FLOOR) or confident (reading A)
-    local out="$WORKDIR/curated-$1" target="$1" floor=0
+    local out="$WORKDIR/curated-$1$DATA_TAG" target="$1" floor=0
     [ -e "$out/.done" ] && return 0
     [ "$1" = soft ] && { target=uncertain; floor="$MASK_FLOOR"; }
-    $KW curate --base-model "$BASE" --split train --input "$SYN/train" --input "$SYN/infill/train" --input "$WORKDIR/seed-train" \
+    $KW curate --base-model "$BASE" --split train --input "$SYN/train" "${INFILL_INPUT[@]}" --input "$WORKDIR/seed-train" \
         --mask-target "$target" --mask-floor "$floor" $ALLOW --out "$out" --workdir "$WORKDIR"
     touch "$out/.done"
 }
@@ -146,10 +154,10 @@ side_by_side curate_reading "${READINGS[@]}"
 wait "$HELDOUT_PID"
 
 train_version() {  # SEED-MODE: plain, region or cuset on reading B's data; cusetSoft, cusetA: cuset on the others'
-    local seed="${1%%-*}" mode="${1#*-}" data="$WORKDIR/curated-uncertain" weighting
+    local seed="${1%%-*}" mode="${1#*-}" data="$WORKDIR/curated-uncertain$DATA_TAG" weighting
     weighting="$mode"
-    if [ "$mode" = cusetA ]; then data="$WORKDIR/curated-confident"; weighting=cuset; fi
-    if [ "$mode" = cusetSoft ]; then data="$WORKDIR/curated-soft"; weighting=cuset; fi
+    if [ "$mode" = cusetA ]; then data="$WORKDIR/curated-confident$DATA_TAG"; weighting=cuset; fi
+    if [ "$mode" = cusetSoft ]; then data="$WORKDIR/curated-soft$DATA_TAG"; weighting=cuset; fi
     [ -d "$WORKDIR/train-seed$seed/$mode/final" ] || $KW train --weighting "$weighting" --seed "$seed" \
         --base-model "$BASE" --data "$data" --max-steps "$STEPS" --per-device-train-batch-size "$TRAIN_BATCH" \
         --sampling group_by_length $CHECKPOINTING --output-dir "$WORKDIR/train-seed$seed/$mode" --workdir "$WORKDIR"

@@ -33,7 +33,8 @@ case " $* " in
             echo "y = $i" > "$s/heldout_solutions/elementwise_$i/solution.py"
         done
         echo '{}' > "$s/manifest.json"; log synthesize - ;;
-    *" curate "*) mkdir -p "$(get --out)"; log curate "$(get --mask-target):$(basename "$(get --out)")" ;;
+    *" curate "*) mkdir -p "$(get --out)"; log curate "$(get --mask-target):$(basename "$(get --out)")"
+                  if [[ " $* " == *"/infill/train "* ]]; then log curate-infill "$(basename "$(get --out)")"; fi ;;
     *" train "*) d="$(get --output-dir)"; log train-start "$(basename "$d"):$(basename "$(get --data)")"; sleep 0.2
                  mkdir -p "$d/final"; log train-end "$(basename "$d")" ;;
     *heldout_token_nll*) echo '{}' > "$(get --json)"; log nll - ;;
@@ -50,9 +51,9 @@ esac
 """
 
 
-def _run(tmp_path: Path, workdir: Path, parallel: int) -> list[tuple[str, str]]:
+def _run(tmp_path: Path, workdir: Path, parallel: int, **extra: str) -> list[tuple[str, str]]:
     env = {"REAL_PYTHON": sys.executable, "PARALLEL": str(parallel), "SMOKE": "1", "SEEDS": "0", "EVAL_PROBLEMS": "2",
-           "PYTHONPATH": str(ROOT)}
+           "PYTHONPATH": str(ROOT), **extra}
     return run_with_stand_in(SCRIPT, STAND_IN, tmp_path, workdir, env, cwd=ROOT)
 
 
@@ -86,3 +87,14 @@ def test_the_recipes_order_of_work_gating_and_resumption(tmp_path: Path) -> None
     assert "nll" in args and kinds[-1] == "table"  # no champion: no evaluation of it, no server
     again = [k for k, _ in _run(tmp_path, workdir, parallel=3)]
     assert again == ["pretrain", "table"]  # pretraining reuses its base itself; nothing else is redone
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
+def test_whole_kernels_only_leaves_the_infill_tasks_out_of_training(tmp_path: Path) -> None:
+    with_infill = _run(tmp_path, tmp_path / "w1", parallel=2, MODES="plain")
+    assert [a for k, a in with_infill if k == "curate-infill"] == ["curated-uncertain"]
+    calls = _run(tmp_path, tmp_path / "w2", parallel=2, MODES="plain cusetSoft", TRAIN_INFILL="0")
+    assert not [a for k, a in calls if k == "curate-infill"]
+    assert sorted(a for k, a in calls if k == "train-start") == [
+        "cusetSoft:curated-soft-noinfill", "plain:curated-uncertain-noinfill"]
+    assert "check-start" in [k for k, _ in calls]  # the infill suite is still evaluated

@@ -243,6 +243,23 @@ def _check_tampering(tree: ast.Module, report: StaticReport) -> None:
                 report.flag("harness_tampering", f"line {getattr(node, 'lineno', 0)}: assigns to {dotted_name(t)}")
 
 
+def model_new_classes(tree: ast.Module) -> list[ast.ClassDef]:
+    """The module-level classes whose code runs as ModelNew: the class of that name, or the one bound to it
+    (`ModelNew = FusedModel`), and the file's own classes they inherit from, transitively (a forward in a
+    base class runs as ModelNew's). Empty: the file defines no ModelNew."""
+    defs = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    found = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"]
+    found += [defs[n.value.id] for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
+              and n.value.id in defs and any(isinstance(t, ast.Name) and t.id == "ModelNew" for t in n.targets)]
+    out: list[ast.ClassDef] = []
+    while found:
+        cls = found.pop()
+        if cls not in out:
+            out.append(cls)
+            found += [defs[b.id] for b in cls.bases if isinstance(b, ast.Name) and b.id in defs]
+    return out
+
+
 def check_source(source: str, require_call: bool = False) -> StaticReport:
     """Run every static check on a candidate's Python source (`require_call`: see `no_kernel` above)."""
     report = StaticReport()
@@ -253,7 +270,7 @@ def check_source(source: str, require_call: bool = False) -> StaticReport:
         return report
     _check_tampering(tree, report)
     _check_kernels(tree, report)
-    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"]
+    classes = model_new_classes(tree)
     if not classes:
         report.flag("no_model_new", "no class ModelNew")
     for cls in classes:

@@ -58,3 +58,18 @@ class ModelNew(torch.nn.Module):
 '''
     assert "fallback_torch_op" not in check_source(source).reasons
     assert "fallback_torch_op" in check_source(source.replace("_ext.relu(x)", "x.relu()")).reasons
+
+
+def test_model_new_bound_to_another_class_or_inheriting_one_is_checked_as_model_new() -> None:
+    """`ModelNew = Fused` runs (the judge reads the module's ModelNew attribute): it was rejected as
+    no_model_new; and a forward in a base class runs as ModelNew's, so its fallback counts."""
+    aliased = GOOD.replace("class ModelNew:", "class Fused:") + "ModelNew = Fused\n"
+    assert check_source(aliased).ok, check_source(aliased).details
+    inherited = GOOD.replace("class ModelNew:", "class _Base:") + "class ModelNew(_Base):\n    pass\n"
+    assert check_source(inherited).ok, check_source(inherited).details
+    fallback = "        try:\n            return ext.run(x)\n        except Exception:\n            return x * 2"
+    for honest in (aliased, inherited):
+        cheat = honest.replace("        return ext.run(x.contiguous())", fallback)
+        assert "fallback_try_except" in check_source(cheat).reasons, cheat
+    assert "no_model_new" in check_source(GOOD.replace("class ModelNew:", "class Fused:") +
+                                          "ModelNew = make_model()\n").reasons  # not a class of the file

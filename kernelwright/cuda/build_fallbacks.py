@@ -140,14 +140,14 @@ def _guarded(tree: ast.Module, builds: Builds) -> tuple[list[Fallback], set[str]
     flags: set[str] = set()
     for node, where in _scoped(tree):
         in_model_new = where == "class ModelNew" or where.startswith("ModelNew.")  # static_checks flags its tries
-        if isinstance(node, ast.Try) and any(builds.builds(s) for s in node.body):
+        if isinstance(node, ast.Try | ast.TryStar) and any(builds.builds(s) for s in node.body):
             lax = [h for h in node.handlers if not _reraises(h)]
             if lax and not in_model_new:
                 found.append(Fallback(node.lineno, f"line {node.lineno}: try/except ({_caught(lax[0])}) around a "
                                                    f"build at {where}: a failed build is swallowed"))
             if lax:
                 flags |= {name for name, _ in _assigned([*node.body, *[s for h in lax for s in h.body]])}
-        elif isinstance(node, ast.With) and any(_suppresses(i.context_expr) for i in node.items) and \
+        elif isinstance(node, ast.With | ast.AsyncWith) and suppresses(node) and \
                 any(builds.builds(s) for s in node.body):
             found.append(Fallback(node.lineno, f"line {node.lineno}: contextlib.suppress around a build at {where}: "
                                                "a failed build is swallowed"))
@@ -159,8 +159,9 @@ def _caught(handler: ast.ExceptHandler) -> str:
     return f"except {ast.unparse(handler.type)}" if handler.type is not None else "bare except"
 
 
-def _suppresses(expr: ast.expr) -> bool:
-    return isinstance(expr, ast.Call) and _callee(expr) == "suppress"
+def suppresses(node: ast.With | ast.AsyncWith) -> bool:
+    """A `with` block that swallows exceptions: `contextlib.suppress(...)` among its context managers."""
+    return any(isinstance(i.context_expr, ast.Call) and _callee(i.context_expr) == "suppress" for i in node.items)
 
 
 def _results(tree: ast.Module, builds: Builds, flags: set[str]) -> set[str]:
@@ -285,7 +286,7 @@ def _blocks(node: ast.AST) -> Iterator[list[ast.stmt]]:
         block = getattr(node, name, None)
         if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
             yield block
-    if isinstance(node, ast.Try):
+    if isinstance(node, ast.Try | ast.TryStar):
         yield from (h.body for h in node.handlers)
     if isinstance(node, ast.Match):
         yield from (c.body for c in node.cases)

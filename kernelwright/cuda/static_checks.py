@@ -24,7 +24,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from kernelwright.cuda.build_fallbacks import build_fallbacks
+from kernelwright.cuda.build_fallbacks import build_fallbacks, suppresses
 from kernelwright.cuda.candidate_sources import builder_aliases, call_name, dotted_name
 from kernelwright.pysource import parse_python, syntax_message
 
@@ -177,11 +177,16 @@ def _check_called(tree: ast.Module, report: StaticReport) -> None:
         report.flag("no_kernel", f"{what} built but never called from Python")
 
 
+def _swallows(node: ast.AST) -> bool:
+    """A statement that can swallow an exception: try/except (`except*` too) or a `contextlib.suppress` block."""
+    return isinstance(node, ast.Try | ast.TryStar) or (isinstance(node, ast.With | ast.AsyncWith) and suppresses(node))
+
+
 def _run_time_nodes(cls: ast.ClassDef):
     """Every node of ModelNew except its constructor (which may initialise weights with torch ops)."""
     for item in cls.body:
         if isinstance(item, ast.FunctionDef) and item.name == "__init__":
-            yield from (n for n in ast.walk(item) if isinstance(n, ast.Try))
+            yield from (n for n in ast.walk(item) if _swallows(n))
             continue
         yield from ast.walk(item)
 
@@ -208,8 +213,9 @@ def _torch_compute(node: ast.Call, built: frozenset[str]) -> str | None:
 
 def _check_model_new(cls: ast.ClassDef, report: StaticReport, built: frozenset[str] = frozenset()) -> None:
     for node in _run_time_nodes(cls):
-        if isinstance(node, ast.Try):
-            report.flag("fallback_try_except", f"line {node.lineno}: try/except in ModelNew")
+        if _swallows(node):
+            what = "try/except" if isinstance(node, ast.Try | ast.TryStar) else "contextlib.suppress"
+            report.flag("fallback_try_except", f"line {node.lineno}: {what} in ModelNew")
         if isinstance(node, ast.Call) and (call := _torch_compute(node, built)) is not None:
             _torch_op(report, node.lineno, call)
 

@@ -202,3 +202,8 @@ def test_a_builder_imported_under_another_name_is_a_build() -> None:
     load_alias = KERNEL + "from torch.utils.cpp_extension import load as build_from_files\n" + \
         "_ext = build_from_files(name='e', sources=['k.cu'])\n" + USE
     assert "no_kernel" not in check_source(load_alias, require_call=True).reasons
+
+
+def test_an_except_star_around_a_build_is_a_swallowed_build() -> None:
+    found = _fallback(KERNEL + f"try:\n    _ext = {BUILD}\nexcept* Exception:\n    _ext = None\n" + USE)
+    assert any("around a build at module level" in d for d in found), found

@@ -73,3 +73,21 @@ def test_model_new_bound_to_another_class_or_inheriting_one_is_checked_as_model_
         assert "fallback_try_except" in check_source(cheat).reasons, cheat
     assert "no_model_new" in check_source(GOOD.replace("class ModelNew:", "class Fused:") +
                                           "ModelNew = make_model()\n").reasons  # not a class of the file
+
+
+def test_every_way_of_swallowing_the_kernels_failure_in_model_new_is_a_fallback() -> None:
+    """try/except was flagged in ModelNew; `except*` and `contextlib.suppress` did the same unseen."""
+    ways = {
+        "except*": "        try:\n            return ext.run(x)\n        except* Exception:\n            pass\n"
+                   "        return x * 2",
+        "suppress": "        with contextlib.suppress(Exception):\n            return ext.run(x)\n        return x * 2",
+        "suppress in __init__": "        return ext.run(x)\n    def __init__(self):\n"
+                                "        with suppress(RuntimeError):\n            self.ok = ext.run(torch.ones(1))",
+    }
+    for name, body in ways.items():
+        bad = "import contextlib\nfrom contextlib import suppress\n" + \
+            GOOD.replace("        return ext.run(x.contiguous())", body)
+        assert "fallback_try_except" in check_source(bad).reasons, name
+    honest = "import contextlib\n" + GOOD.replace("        return ext.run(x.contiguous())",
+                                                  "        with torch.no_grad():\n            return ext.run(x)")
+    assert check_source(honest).ok, check_source(honest).details

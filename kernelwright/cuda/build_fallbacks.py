@@ -120,7 +120,7 @@ def _arguments(call: ast.Call) -> list[ast.expr]:
     return [*call.args, *(k.value for k in call.keywords)]
 
 
-def _reraises(handler: ast.ExceptHandler) -> bool:
+def reraises(handler: ast.ExceptHandler) -> bool:
     return bool(handler.body) and isinstance(handler.body[-1], ast.Raise)
 
 
@@ -141,7 +141,7 @@ def _guarded(tree: ast.Module, builds: Builds) -> tuple[list[Fallback], set[str]
     for node, where in _scoped(tree):
         in_model_new = where == "class ModelNew" or where.startswith("ModelNew.")  # static_checks flags its tries
         if isinstance(node, ast.Try | ast.TryStar) and any(builds.builds(s) for s in node.body):
-            lax = [h for h in node.handlers if not _reraises(h)]
+            lax = [h for h in node.handlers if not reraises(h)]
             if lax and not in_model_new:
                 found.append(Fallback(node.lineno, f"line {node.lineno}: try/except ({_caught(lax[0])}) around a "
                                                    f"build at {where}: a failed build is swallowed"))

@@ -24,7 +24,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from kernelwright.cuda.build_fallbacks import build_fallbacks, suppresses
+from kernelwright.cuda.build_fallbacks import build_fallbacks, reraises, suppresses
 from kernelwright.cuda.candidate_sources import builder_aliases, call_name, dotted_name
 from kernelwright.pysource import parse_python, syntax_message
 
@@ -220,6 +220,23 @@ def _check_model_new(cls: ast.ClassDef, report: StaticReport, built: frozenset[s
             _torch_op(report, node.lineno, call)
 
 
+def _check_swallowed_calls(tree: ast.Module, report: StaticReport, model_new: list[ast.ClassDef]) -> None:
+    """A failed call of the built extension swallowed outside ModelNew (inside it every try is flagged): a
+    try whose body calls it with a handler that does not re-raise, or a suppress block around it, in a
+    helper function or class that ModelNew calls instead of the kernel."""
+    built = _built_names(tree)
+    inside = {id(n) for cls in model_new for n in ast.walk(cls)}
+    for node in ast.walk(tree):
+        if id(node) in inside or not isinstance(node, ast.Try | ast.TryStar | ast.With | ast.AsyncWith):
+            continue
+        if not _swallows(node) or (isinstance(node, ast.Try | ast.TryStar) and all(reraises(h) for h in node.handlers)):
+            continue
+        calls = [c for stmt in node.body for c in ast.walk(stmt) if isinstance(c, ast.Call)]
+        if any(dotted_name(c.func).rpartition(".")[0] in built for c in calls):
+            report.flag("fallback_try_except", f"line {node.lineno}: a failed call of the built extension is "
+                                               "swallowed (try/except or suppress around it)")
+
+
 def _check_build_fallbacks(tree: ast.Module, report: StaticReport) -> None:
     built = _built_names(tree)
     for found in build_fallbacks(tree, _build_calls(tree), lambda call: _torch_compute(call, built) is not None):
@@ -281,6 +298,7 @@ def check_source(source: str, require_call: bool = False) -> StaticReport:
         report.flag("no_model_new", "no class ModelNew")
     for cls in classes:
         _check_model_new(cls, report, _built_names(tree))
+    _check_swallowed_calls(tree, report, classes)
     _check_build_fallbacks(tree, report)
     if require_call:
         _check_called(tree, report)

@@ -68,7 +68,8 @@ from typing import Any
 
 JUDGE_VERSION = "10"  # 10: a build handed to an executor or thread, or through an imported alias, is a build;
 # ModelNew bound to a class of the file, and the file's base classes of ModelNew, checked as ModelNew;
-# `except*` and contextlib.suppress swallow like try/except;
+# `except*` and contextlib.suppress swallow like try/except; a helper that swallows a failed call of the built
+# extension is a fallback;
 # sources past 16 MiB refused unread; 9: the profiler's kernel time bounds the timer (kernel_clock.py);
 # 8: element bounds per element and fan-in, approximation, the KernelBench view;
 # failed builds named (their stage, lazy ones too), no build after NVRTC's trusted rejection, build fallbacks;

@@ -91,3 +91,24 @@ def test_every_way_of_swallowing_the_kernels_failure_in_model_new_is_a_fallback(
     honest = "import contextlib\n" + GOOD.replace("        return ext.run(x.contiguous())",
                                                   "        with torch.no_grad():\n            return ext.run(x)")
     assert check_source(honest).ok, check_source(honest).details
+
+
+def test_a_helper_that_swallows_the_kernels_failure_is_a_fallback() -> None:
+    """ModelNew calls a helper (a function or another class) whose try/except falls back to PyTorch when
+    the extension's call fails: it passed, since only tries inside ModelNew were looked at."""
+    helper = "def _safe(x):\n    try:\n        return ext.run(x)\n    except Exception:\n        return x.relu()\n"
+    in_function = GOOD.replace("        return ext.run(x.contiguous())", "        return _safe(x)") + helper
+    in_class = GOOD.replace("        return ext.run(x.contiguous())", "        return _R().go(x)") + \
+        "class _R:\n    def go(self, x):\n        with contextlib.suppress(RuntimeError):\n" \
+        "            return ext.run(x)\n        return x.relu()\n"
+    for source in (in_function, in_class):
+        report = check_source(source)
+        assert any("a failed call of the built extension is swallowed" in d
+                   for d in report.by_reason.get("fallback_try_except", [])), report.details
+    reraising = GOOD.replace("        return ext.run(x.contiguous())", "        return _safe(x)") + \
+        "def _safe(x):\n    try:\n        return ext.run(x)\n    except RuntimeError as e:\n" \
+        "        raise RuntimeError(f'kernel failed: {e}')\n"
+    unrelated = GOOD + "def _load(p):\n    try:\n        return open(p).read()\n" \
+        "    except OSError:\n        return ''\n"
+    for source in (reraising, unrelated):
+        assert check_source(source).ok, check_source(source).details

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from kernelwright.base_model.config import SIZES
-from kernelwright.generation import LOOP_MAX_PERIOD, LOOP_WINDOW, _periodic
+from kernelwright.generation import LOOP_MAX_PERIOD, LOOP_WINDOW, periodic
 from kernelwright.seed import load_seed_tasks
 
 STAND_IN_CHARS = SIZES["small"].tokenizer_chars  # as much text as the small base's tokenizer learns from
@@ -45,7 +45,7 @@ def first_stop(ids: list[int], window: int, max_period: int) -> int | None:
     if len(ids) < window:
         return None
     windows = torch.tensor(ids).unfold(0, window, 1)  # every run of `window` tokens, in order
-    hits = _periodic(windows, max_period).nonzero()
+    hits = periodic(windows, max_period).nonzero()
     return int(hits[0, 0]) + window if len(hits) else None
 
 

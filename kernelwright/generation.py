@@ -39,10 +39,10 @@ def ends_in_loop(ids: Sequence[int], window: int = LOOP_WINDOW, max_period: int 
     """Whether the last `window` tokens of `ids` repeat one unit of at most `max_period` tokens."""
     if len(ids) < window:
         return False
-    return bool(_periodic(torch.tensor([list(ids[-window:])]), max_period)[0])
+    return bool(periodic(torch.tensor([list(ids[-window:])]), max_period)[0])
 
 
-def _periodic(tail: torch.Tensor, max_period: int) -> torch.Tensor:
+def periodic(tail: torch.Tensor, max_period: int) -> torch.Tensor:
     """Per row of `tail` (rows x window): whether the row equals itself shifted by some period <= max_period."""
     found = torch.zeros(tail.shape[0], dtype=torch.bool, device=tail.device)
     for p in range(1, min(max_period, tail.shape[1] - 1) + 1):
@@ -59,7 +59,7 @@ class LoopStop(StoppingCriteria):
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
         if input_ids.shape[1] - self.prompt_len < self.window:
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)  # type: ignore[return-value]
-        return _periodic(input_ids[:, -self.window:], self.max_period)  # type: ignore[return-value]
+        return periodic(input_ids[:, -self.window:], self.max_period)  # type: ignore[return-value]
 
 
 @dataclass

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from kernelwright.cuda.build_fallbacks import build_fallbacks, reraises, suppresses
 from kernelwright.cuda.candidate_sources import builder_aliases, call_name, dotted_name
@@ -177,7 +178,7 @@ def _check_called(tree: ast.Module, report: StaticReport) -> None:
         report.flag("no_kernel", f"{what} built but never called from Python")
 
 
-def _swallows(node: ast.AST) -> bool:
+def _swallows(node: ast.AST) -> TypeGuard[ast.Try | ast.TryStar | ast.With | ast.AsyncWith]:
     """A statement that can swallow an exception: try/except (`except*` too) or a `contextlib.suppress` block."""
     return isinstance(node, ast.Try | ast.TryStar) or (isinstance(node, ast.With | ast.AsyncWith) and suppresses(node))
 
@@ -220,16 +221,16 @@ def _check_model_new(cls: ast.ClassDef, report: StaticReport, built: frozenset[s
             _torch_op(report, node.lineno, call)
 
 
-def _check_swallowed_calls(tree: ast.Module, report: StaticReport, model_new: list[ast.ClassDef]) -> None:
+def _check_swallowed_calls(tree: ast.Module, report: StaticReport, model_new: list[ast.ClassDef],
+                           built: frozenset[str]) -> None:
     """A failed call of the built extension swallowed outside ModelNew (inside it every try is flagged): a
     try whose body calls it with a handler that does not re-raise, or a suppress block around it, in a
     helper function or class that ModelNew calls instead of the kernel."""
-    built = _built_names(tree)
     inside = {id(n) for cls in model_new for n in ast.walk(cls)}
     for node in ast.walk(tree):
-        if id(node) in inside or not isinstance(node, ast.Try | ast.TryStar | ast.With | ast.AsyncWith):
+        if id(node) in inside or not _swallows(node):
             continue
-        if not _swallows(node) or (isinstance(node, ast.Try | ast.TryStar) and all(reraises(h) for h in node.handlers)):
+        if isinstance(node, ast.Try | ast.TryStar) and all(reraises(h) for h in node.handlers):
             continue
         calls = [c for stmt in node.body for c in ast.walk(stmt) if isinstance(c, ast.Call)]
         if any(dotted_name(c.func).rpartition(".")[0] in built for c in calls):
@@ -237,8 +238,7 @@ def _check_swallowed_calls(tree: ast.Module, report: StaticReport, model_new: li
                                                "swallowed (try/except or suppress around it)")
 
 
-def _check_build_fallbacks(tree: ast.Module, report: StaticReport) -> None:
-    built = _built_names(tree)
+def _check_build_fallbacks(tree: ast.Module, report: StaticReport, built: frozenset[str]) -> None:
     for found in build_fallbacks(tree, _build_calls(tree), lambda call: _torch_compute(call, built) is not None):
         report.flag("fallback_try_except", found.detail)
 
@@ -296,10 +296,11 @@ def check_source(source: str, require_call: bool = False) -> StaticReport:
     classes = model_new_classes(tree)
     if not classes:
         report.flag("no_model_new", "no class ModelNew")
+    built = _built_names(tree)
     for cls in classes:
-        _check_model_new(cls, report, _built_names(tree))
-    _check_swallowed_calls(tree, report, classes)
-    _check_build_fallbacks(tree, report)
+        _check_model_new(cls, report, built)
+    _check_swallowed_calls(tree, report, classes, built)
+    _check_build_fallbacks(tree, report, built)
     if require_call:
         _check_called(tree, report)
     return report

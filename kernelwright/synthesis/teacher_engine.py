@@ -169,7 +169,7 @@ class _Client:
             raise EngineFailure(f"no answer to {method} {route}: {reason}") from None
         try:
             return jsontext.loads(raw), answer_headers
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # deeper than the parser goes
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # nested too deeply included (jsontext)
             raise EngineFailure(f"malformed JSON from {method} {route}: {type(exc).__name__}: {exc}: "
                                 f"{raw[:DETAIL_CHARS]!r}") from None
 

@@ -66,7 +66,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "10"  # 10: a build handed to an executor or thread, or through an imported alias, is a build;
+JUDGE_VERSION = "11"  # 11: a systematic error above 0.5% of the norm is a wrong output, not an approximation;
+# a precision downgrade (a cheat class) needs an output large enough to read its error's shape (128 elements);
+# 10: a build handed to an executor or thread, or through an imported alias, is a build;
 # ModelNew bound to a class of the file, and the file's base classes of ModelNew, checked as ModelNew;
 # `except*` and contextlib.suppress swallow like try/except; a helper that swallows a failed call of the built
 # extension is a fallback;

@@ -37,7 +37,7 @@
 # MODES ("plain region cuset cusetA"; cusetSoft too on request), MASK_FLOOR (0.1), SAMPLES (1),
 # EVAL_PROBLEMS (100), MAX_NEW_TOKENS (3072), TEMPERATURE (0.2), EVAL_BATCH (64), TRAIN_BATCH (32),
 # PARALLEL (2), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), RL_STEPS (0), RL_MAX_TOKENS (MAX_NEW_TOKENS),
-# TRAIN_INFILL (1; 0: train on whole kernels only),
+# TRAIN_INFILL (1: every infill task in training; 0: whole kernels only; a share such as 0.2: that share of them),
 # CHECKPOINTING (unset: train's default, on with a GPU; false trades ~3x the activation memory for ~15% of the time),
 # PYTHON, SMOKE=1 (a CPU smoke run: tiny base, unverified pairs, NVRTC-only checks; never for figures).
 set -euo pipefail
@@ -116,11 +116,30 @@ for t in split_tasks(load_seed_tasks())[0]:  # the seed corpus's training split:
     shutil.copytree(t.path, f"{sys.argv[1]}/{t.id}")
 PY
 
-# the training data: synthesized pairs and the seed training split, with the infill tasks unless
-# TRAIN_INFILL=0 (they are 70% of the samples: without them the same steps make ~3x the epochs over
-# whole kernels; the infill suite is still evaluated). A curated folder is named for what it holds.
+# the training data: synthesized pairs and the seed training split, with the infill tasks (TRAIN_INFILL=1),
+# none of them (0) or a share of them drawn once (e.g. 0.2). They are 70% of the samples: without them the
+# same steps make ~3x the epochs over whole kernels, but a model that never saw the infill format answers a
+# hole with a whole program (0/30 compile on an H100). A curated folder is named for what it holds.
 INFILL_INPUT=(--input "$SYN/infill/train"); DATA_TAG=
-[ "$TRAIN_INFILL" = 1 ] || { INFILL_INPUT=(); DATA_TAG=-noinfill; }
+case "$TRAIN_INFILL" in
+    1) ;;
+    0) INFILL_INPUT=(); DATA_TAG=-noinfill ;;
+    0.*|.*) share="$SYN/infill/train-share$TRAIN_INFILL"
+        [ -d "$share" ] || "$PY" - "$SYN/infill/train" "$share" "$TRAIN_INFILL" <<'PY'
+import random, shutil, sys
+from pathlib import Path
+src, dest, share = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
+tasks = sorted(d for d in src.iterdir() if d.is_dir())
+tmp = dest.with_name(dest.name + ".tmp")
+shutil.rmtree(tmp, ignore_errors=True)
+for d in random.Random(0).sample(tasks, round(share * len(tasks))):
+    shutil.copytree(d, tmp / d.name)
+tmp.mkdir(parents=True, exist_ok=True)
+tmp.rename(dest)
+PY
+        INFILL_INPUT=(--input "$share"); DATA_TAG="-infill$TRAIN_INFILL" ;;
+    *) echo "TRAIN_INFILL must be 1, 0 or a share between them (e.g. 0.2), not '$TRAIN_INFILL'" >&2; exit 2 ;;
+esac
 
 curate_reading() {  # uncertain (reading B), soft (reading B at weight MASK_FLOOR) or confident (reading A)
     local out="$WORKDIR/curated-$1$DATA_TAG" target="$1" floor=0

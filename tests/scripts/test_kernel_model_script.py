@@ -28,13 +28,16 @@ case " $* " in
     *" base-model pretrain "*) mkdir -p "$(get --out)"; log pretrain - ;;
     *" synthesize "*) s="$(get --workdir)/synthesize"
         for i in 1 2 3 4; do
-            mkdir -p "$s/heldout/elementwise" "$s/heldout_solutions/elementwise_$i" "$s/infill/heldout/t$i" "$s/train"
+            mkdir -p "$s/heldout/elementwise" "$s/heldout_solutions/elementwise_$i" "$s/infill/heldout/t$i" "$s/train" \
+                     "$s/infill/train/t$i"
             echo "x = $i" > "$s/heldout/elementwise/elementwise_$i.py"
             echo "y = $i" > "$s/heldout_solutions/elementwise_$i/solution.py"
         done
         echo '{}' > "$s/manifest.json"; log synthesize - ;;
     *" curate "*) mkdir -p "$(get --out)"; log curate "$(get --mask-target):$(basename "$(get --out)")"
-                  if [[ " $* " == *"/infill/train "* ]]; then log curate-infill "$(basename "$(get --out)")"; fi ;;
+                  for a in "$@"; do
+                      [[ "$a" == */infill/train* ]] && log curate-infill "$(basename "$(get --out)"):$(ls "$a" | wc -l)"
+                  done; true ;;
     *" train "*) d="$(get --output-dir)"; log train-start "$(basename "$d"):$(basename "$(get --data)")"; sleep 0.2
                  mkdir -p "$d/final"; log train-end "$(basename "$d")" ;;
     *heldout_token_nll*) echo '{}' > "$(get --json)"; log nll - ;;
@@ -92,9 +95,23 @@ def test_the_recipes_order_of_work_gating_and_resumption(tmp_path: Path) -> None
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
 def test_whole_kernels_only_leaves_the_infill_tasks_out_of_training(tmp_path: Path) -> None:
     with_infill = _run(tmp_path, tmp_path / "w1", parallel=2, MODES="plain")
-    assert [a for k, a in with_infill if k == "curate-infill"] == ["curated-uncertain"]
+    assert [a for k, a in with_infill if k == "curate-infill"] == ["curated-uncertain:4"]
     calls = _run(tmp_path, tmp_path / "w2", parallel=2, MODES="plain cusetSoft", TRAIN_INFILL="0")
     assert not [a for k, a in calls if k == "curate-infill"]
     assert sorted(a for k, a in calls if k == "train-start") == [
         "cusetSoft:curated-soft-noinfill", "plain:curated-uncertain-noinfill"]
     assert "check-start" in [k for k, _ in calls]  # the infill suite is still evaluated
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
+def test_a_share_of_the_infill_tasks_is_drawn_once(tmp_path: Path) -> None:
+    workdir = tmp_path / "w"
+    calls = _run(tmp_path, workdir, parallel=1, MODES="plain", TRAIN_INFILL="0.5")
+    assert [a for k, a in calls if k == "curate-infill"] == ["curated-uncertain-infill0.5:2"]
+    assert [a for k, a in calls if k == "train-start"] == ["plain:curated-uncertain-infill0.5"]
+    drawn = sorted(p.name for p in (workdir / "synthesize" / "infill" / "train-share0.5").iterdir())
+    _run(tmp_path, workdir, parallel=1, MODES="plain", TRAIN_INFILL="0.5")
+    assert sorted(p.name for p in (workdir / "synthesize" / "infill" / "train-share0.5").iterdir()) == drawn
+    bad = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "w3")], cwd=ROOT, capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "SMOKE": "1", "TRAIN_INFILL": "half", "PYTHON": "true"})
+    assert bad.returncode == 2 and "TRAIN_INFILL must be" in bad.stderr

@@ -42,12 +42,25 @@ def ends_in_loop(ids: Sequence[int], window: int = LOOP_WINDOW, max_period: int 
     return bool(periodic(torch.tensor([list(ids[-window:])]), max_period)[0])
 
 
+PERIODIC_CHUNK_ROWS = 256  # rows compared at once: 256 x 64 periods x 256 tokens is 4M elements
+
+
 def periodic(tail: torch.Tensor, max_period: int) -> torch.Tensor:
-    """Per row of `tail` (rows x window): whether the row equals itself shifted by some period <= max_period."""
-    found = torch.zeros(tail.shape[0], dtype=torch.bool, device=tail.device)
-    for p in range(1, min(max_period, tail.shape[1] - 1) + 1):
-        found |= (tail[:, p:] == tail[:, :-p]).all(dim=1)
-    return found
+    """Per row of `tail` (rows x window): whether the row equals itself shifted by some period <= max_period.
+    Every period at once (a handful of kernels per generation step, not three per period)."""
+    rows, width = tail.shape
+    periods = min(max_period, width - 1)
+    if periods < 1 or rows == 0:
+        return torch.zeros(rows, dtype=torch.bool, device=tail.device)
+    shift = torch.arange(1, periods + 1, device=tail.device)[:, None]  # (periods, 1)
+    at = torch.arange(width, device=tail.device)[None, :]  # (1, width)
+    past_end = at + shift >= width  # compared positions beyond the window: no constraint
+    index = (at + shift).clamp(max=width - 1)
+    parts = []
+    for chunk in tail.split(PERIODIC_CHUNK_ROWS):
+        same = (chunk[:, index] == chunk[:, None, :]) | past_end  # (rows, periods, width)
+        parts.append(same.all(dim=2).any(dim=1))
+    return torch.cat(parts)
 
 
 class LoopStop(StoppingCriteria):

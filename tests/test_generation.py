@@ -9,7 +9,15 @@ import pytest
 import torch
 from transformers import BatchEncoding
 
-from kernelwright.generation import LOOP_MAX_PERIOD, LOOP_WINDOW, HFBackend, LoopStop, ends_in_loop, generate_kwargs
+from kernelwright.generation import (
+    LOOP_MAX_PERIOD,
+    LOOP_WINDOW,
+    HFBackend,
+    LoopStop,
+    ends_in_loop,
+    generate_kwargs,
+    periodic,
+)
 from kernelwright.serving.backend import Sampling
 from kernelwright.serving.generate_queue import GenerateQueue, Job
 
@@ -78,6 +86,27 @@ def test_a_loop_is_a_window_that_repeats_one_short_unit() -> None:
     assert not ends_in_loop(line * 20 + [99])  # the loop was left
     assert not ends_in_loop([7] * (LOOP_WINDOW - 1))  # too short to tell
     assert not ends_in_loop(list(range(LOOP_WINDOW * 2)))
+
+
+def test_periodic_agrees_with_one_shift_at_a_time() -> None:
+    """Every period compared at once gives what comparing the row with each shift in turn gives, on
+    rows with planted units of every length around the limit, broken ones and noise, in chunks too."""
+    gen = torch.Generator().manual_seed(3)
+    rows = []
+    for period in range(1, 80):
+        unit = torch.randint(0, 5, (period,), generator=gen)
+        row = unit.repeat(300 // period + 1)[:300]
+        rows += [row, row.clone().index_fill_(0, torch.tensor([150]), 9)]
+    rows += [torch.randint(0, 3, (300,), generator=gen) for _ in range(400)]
+    tail = torch.stack(rows)
+
+    def one_at_a_time(t: torch.Tensor, max_period: int) -> list[bool]:
+        return [any(bool((r[p:] == r[:-p]).all()) for p in range(1, min(max_period, len(r) - 1) + 1)) for r in t]
+
+    for max_period in (1, 17, LOOP_MAX_PERIOD, 400):
+        assert periodic(tail, max_period).tolist() == one_at_a_time(tail, max_period)
+    assert periodic(tail[:, :1], 64).tolist() == [False] * len(tail)
+    assert periodic(tail[:0], 64).tolist() == []
 
 
 def test_loop_stop_ends_only_the_rows_that_loop_and_only_past_the_prompt() -> None:

@@ -69,6 +69,11 @@ class ServeConfig:
                 "its own max_new_tokens. A request's own candidates always run together. Padding to the longest "
                 "prompt makes a call's attention grow with rows x length squared: on a CPU, 16 rows of ~600-token "
                 "kernel prompts made the most requests a second, 32 fewer. 0: one request at a time."})
+    stop_loops: bool = field(default=True, metadata={
+        "help": "With sequential batching, end a candidate caught in a repetition loop (its last 256 tokens repeat "
+                "one unit of at most 64 tokens, as evaluation's --stop-loops) there, with finish_reason length, "
+                "instead of at max_new_tokens: a small model's loop otherwise holds its whole generate call to the "
+                "largest budget. false: every candidate runs to its end-of-sequence token or budget."})
     cb_num_blocks: int = field(default=256, metadata={
         "help": "KV-cache blocks of the continuous-batching engine, each cb_page_size tokens of every layer: "
                 "blocks x page size tokens for all requests in flight, and the most one completion (prompt + "

@@ -7,6 +7,9 @@ tokens whatever else waits), while the rows (candidates) of the batch stay withi
 `max_batch_sequences`. Their prompts go into one left-padded `generate` call with the largest token
 budget of the batch; each row stops at its own budget or end-of-sequence token (`_RowsDone`, a
 per-row stopping criterion, so the call ends when every row has), and its tokens are cut there.
+With `stop_loops` (on by default) a row caught in a repetition loop (`generation.LoopStop`'s test: its
+last 256 tokens repeat one unit of at most 64) stops there too, instead of holding its batch to the
+budget; its completion ends in the loop, as evaluation's do.
 
 Streamed requests get their tokens as each step makes them (`_RowStreamer`). A request whose
 caller is cancelled (its client went away) has its rows marked done at the next step; the other
@@ -27,7 +30,7 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from kernelwright.generation import generate_kwargs
+from kernelwright.generation import LOOP_MAX_PERIOD, LOOP_WINDOW, generate_kwargs, periodic
 from kernelwright.serving.backend import EngineBusy, Sampling
 
 log = logging.getLogger(__name__)
@@ -78,31 +81,40 @@ def _shutting_down() -> EngineBusy:
     return EngineBusy("the server is shutting down: retry later")
 
 
-def _cut(row: Sequence[int], budget: int, eos: int | None) -> list[int]:
-    """A row's tokens up to its own budget, and up to and including its first end-of-sequence token."""
-    tokens = list(row[:budget])
+def _cut(row: Sequence[int], budget: int, eos: int | None, loop_at: int | None = None) -> list[int]:
+    """A row's tokens up to its own budget (or where it was caught in a loop), and up to and including its
+    first end-of-sequence token."""
+    tokens = list(row[:budget if loop_at is None else min(budget, loop_at)])
     if eos is not None and eos in tokens:
         return tokens[:tokens.index(eos) + 1]
     return tokens
 
 
 class _RowsDone(StoppingCriteria):
-    """Per row: done once it has its own budget of new tokens, or its request was cancelled."""
+    """Per row: done once it has its own budget of new tokens, its request was cancelled or (with
+    `stop_loops`) it is caught in a repetition loop, whose length is kept in `loop_at`."""
 
-    def __init__(self, width: int, budgets: list[int], cancelled: list[threading.Event]) -> None:
-        self.width, self.budgets, self.cancelled = width, budgets, cancelled
+    def __init__(self, width: int, budgets: list[int], cancelled: list[threading.Event], stop_loops: bool) -> None:
+        self.width, self.budgets, self.cancelled, self.stop_loops = width, budgets, cancelled, stop_loops
+        self.loop_at: list[int | None] = [None] * len(budgets)
 
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
         made = input_ids.shape[1] - self.width
-        done = [made >= b or c.is_set() for b, c in zip(self.budgets, self.cancelled, strict=True)]
+        if self.stop_loops and made >= LOOP_WINDOW:
+            looping = periodic(input_ids[:, -LOOP_WINDOW:], LOOP_MAX_PERIOD).tolist()
+            for i, caught in enumerate(looping):
+                if caught and self.loop_at[i] is None:
+                    self.loop_at[i] = made
+        done = [made >= b or c.is_set() or at is not None
+                for b, c, at in zip(self.budgets, self.cancelled, self.loop_at, strict=True)]
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)  # type: ignore[return-value]
 
 
 class _RowStreamer(BaseStreamer):
     """Hands each new token of a streamed request's row to its caller until that row is done."""
 
-    def __init__(self, owners: list[Job], budgets: list[int], eos: int | None) -> None:
-        self.owners, self.budgets, self.eos = owners, budgets, eos
+    def __init__(self, owners: list[Job], budgets: list[int], eos: int | None, loop_at: list[int | None]) -> None:
+        self.owners, self.budgets, self.eos, self.loop_at = owners, budgets, eos, loop_at
         self.made = [0] * len(owners)
         self.done = [not job.streaming for job in owners]
 
@@ -110,7 +122,7 @@ class _RowStreamer(BaseStreamer):
         if value.dim() > 1:  # the prompt, given first
             return
         for i, token in enumerate(value.tolist()):
-            if self.done[i]:
+            if self.done[i] or self.loop_at[i] is not None:  # caught in a loop at the step before: padding now
                 continue
             self.made[i] += 1
             job = self.owners[i]
@@ -124,8 +136,10 @@ class _RowStreamer(BaseStreamer):
 class GenerateQueue:
     """Jobs waiting for the model, and the worker thread that batches and generates them."""
 
-    def __init__(self, model: Any, eos: int | None, pad: int, max_batch_sequences: int) -> None:
+    def __init__(self, model: Any, eos: int | None, pad: int, max_batch_sequences: int,
+                 stop_loops: bool = True) -> None:
         self.model, self.eos, self.pad, self.max_batch_sequences = model, eos, pad, max_batch_sequences
+        self.stop_loops = stop_loops
         self._jobs: deque[Job] = deque()
         self._running: list[Job] = []
         self._cond = threading.Condition()
@@ -208,11 +222,14 @@ class GenerateQueue:
         sampling = batch[0].sampling
         if sampling.seed is not None and sampling.temperature > 0:  # alone in its batch (batch_key)
             torch.manual_seed(sampling.seed)
-        streamer = _RowStreamer(owners, budgets, self.eos) if any(job.streaming for job in batch) else None
+        rows_done = _RowsDone(width, budgets, [j.cancelled for j in owners], self.stop_loops)
+        streaming = any(job.streaming for job in batch)
+        streamer = _RowStreamer(owners, budgets, self.eos, rows_done.loop_at) if streaming else None
         if len(batch) > 1:
             log.debug("one generate call for %d requests (%d sequences)", len(batch), len(prompts))
         out = self.model.generate(
             input_ids=input_ids, attention_mask=mask, streamer=streamer,
             **generate_kwargs(max(budgets), sampling.temperature, sampling.top_p, self.pad, self.eos),
-            stopping_criteria=StoppingCriteriaList([_RowsDone(width, budgets, [j.cancelled for j in owners])]))
-        return [_cut(row, budget, self.eos) for row, budget in zip(out[:, width:].tolist(), budgets, strict=True)]
+            stopping_criteria=StoppingCriteriaList([rows_done]))
+        return [_cut(row, budget, self.eos, at)
+                for row, budget, at in zip(out[:, width:].tolist(), budgets, rows_done.loop_at, strict=True)]

@@ -17,6 +17,7 @@ import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from kernelwright.generation import ends_in_loop
 from kernelwright.serving.backend import Completion, EmptyPrompt, Prompt, PromptTooLong, Sampling
 from kernelwright.serving.batching import TextDeltas
 from kernelwright.serving.config import ServeConfig
@@ -24,11 +25,12 @@ from kernelwright.serving.generate_queue import GenerateQueue, Job
 
 
 class HFServingBackend:
-    def __init__(self, model: Any, tokenizer: Any, max_batch_sequences: int = ServeConfig.max_batch_sequences) -> None:
+    def __init__(self, model: Any, tokenizer: Any, max_batch_sequences: int = ServeConfig.max_batch_sequences,
+                 stop_loops: bool = ServeConfig.stop_loops) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.eos: int | None = tokenizer.eos_token_id
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos
-        self.queue = GenerateQueue(model, self.eos, 0 if pad is None else int(pad), max_batch_sequences)
+        self.queue = GenerateQueue(model, self.eos, 0 if pad is None else int(pad), max_batch_sequences, stop_loops)
         weakref.finalize(self, self.queue.close)  # a backend let go of (the old version after a reload)
 
     def check_sampling(self, sampling: Sampling) -> None:
@@ -67,7 +69,8 @@ class HFServingBackend:
     def _completion(self, n_prompt: int, tokens: list[int], sampling: Sampling) -> Completion:
         text = str(self.tokenizer.decode(tokens, skip_special_tokens=True))
         ended = bool(tokens) and tokens[-1] == self.eos
-        finish = "length" if not ended and len(tokens) >= sampling.max_new_tokens else "stop"
+        cut = len(tokens) >= sampling.max_new_tokens or ends_in_loop(tokens)  # the budget, or a loop stopped early
+        finish = "length" if not ended and cut else "stop"
         return Completion(text, n_prompt, len(tokens), finish)
 
     async def generate(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:

@@ -117,7 +117,7 @@ def hf_backend(model: Any, tokenizer: Any, cfg: ServeConfig, batching: str | Non
     if (batching or batching_for(model, cfg, "the model")) == "sequential":
         from kernelwright.serving.hf import HFServingBackend
 
-        return HFServingBackend(model, tokenizer, cfg.max_batch_sequences)
+        return HFServingBackend(model, tokenizer, cfg.max_batch_sequences, cfg.stop_loops)
     from kernelwright.serving.batching import ContinuousBatchingBackend, EngineSizes
 
     sizes = EngineSizes(cfg.cb_num_blocks, cfg.cb_page_size, cfg.cb_max_batch_tokens, cfg.cb_max_requests_per_batch,

@@ -36,7 +36,8 @@
 # Env: PRETRAIN_MINUTES (default 8), TASKS (3000), STEPS (600), SEEDS ("0 1 2"),
 # MODES ("plain region cuset cusetA"; cusetSoft too on request), MASK_FLOOR (0.1), SAMPLES (1),
 # EVAL_PROBLEMS (100), MAX_NEW_TOKENS (3072), TEMPERATURE (0.2), EVAL_BATCH (64), TRAIN_BATCH (32),
-# PARALLEL (2), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), RL_STEPS (0), RL_MAX_TOKENS (MAX_NEW_TOKENS),
+# PARALLEL (2), GEN_PARALLEL (4), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), RL_STEPS (0),
+# RL_MAX_TOKENS (MAX_NEW_TOKENS), RL_ACCUM (8),
 # TRAIN_INFILL (1: every infill task in training; 0: whole kernels only; a share such as 0.2: that share of them),
 # CHECKPOINTING (unset: train's default, on with a GPU; false trades ~3x the activation memory for ~15% of the time),
 # PYTHON, SMOKE=1 (a CPU smoke run: tiny base, unverified pairs, NVRTC-only checks; never for figures).
@@ -54,6 +55,9 @@ EVAL_PROBLEMS="${EVAL_PROBLEMS:-100}"
 MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-3072}"
 EVAL_BATCH="${EVAL_BATCH:-64}"
 PARALLEL="${PARALLEL:-2}"
+# generations side by side: the small base decoded 30 rows at 68-82 ms a step on an H100, where a step is ~2,300
+# torch ops of host work (profiled on a CPU): host-bound, so processes beside each other cost the GPU little
+GEN_PARALLEL="${GEN_PARALLEL:-4}"
 MODES="${MODES:-plain region cuset cusetA}"
 MASK_FLOOR="${MASK_FLOOR:-0.1}"
 OVERLAP="${OVERLAP:-1}"
@@ -61,6 +65,9 @@ SEED_SAMPLES="${SEED_SAMPLES:-2}"
 SERVE_PROBLEMS="${SERVE_PROBLEMS:-20}"
 RL_STEPS="${RL_STEPS:-0}"
 RL_MAX_TOKENS="${RL_MAX_TOKENS:-$MAX_NEW_TOKENS}"  # RL's completion budget: whole kernels, as evaluated
+# micro-batches per RL step: TRL generates a step's completions in one call, which costs about what one
+# micro-batch's does (decoding is host-bound), so 8 x 8 completions a step come nearly at the price of 8
+RL_ACCUM="${RL_ACCUM:-8}"
 TRAIN_BATCH="${TRAIN_BATCH:-32}"
 TRAIN_INFILL="${TRAIN_INFILL:-1}"
 # the small base's activations take ~0.5 MB a token without checkpointing, ~0.17 MB with it (bf16): a
@@ -232,7 +239,7 @@ for s in "${SEED_LIST[@]}"; do
         for suite in synth infill; do VERSIONS+=("$s-$m-$suite"); done
     done
 done
-side_by_side generate_version "${VERSIONS[@]}"
+PARALLEL="$GEN_PARALLEL" side_by_side generate_version "${VERSIONS[@]}"
 FINALS=()
 for v in "${TRAINED[@]}"; do FINALS+=("$(final_of "$v")"); done
 [ -e "$WORKDIR/heldout_nll_synth.json" ] || PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/heldout_token_nll.py \
@@ -252,7 +259,7 @@ CHAMPION="models:/kernelwright-coder@champion"
 if "$PY" -c "from mlflow import MlflowClient; MlflowClient().get_model_version_by_alias('kernelwright-coder', 'champion')" 2>/dev/null; then
     out="$WORKDIR/champion-seed-heldout"
     [ -e "$out/.done" ] || { $KW evaluate --model "$CHAMPION" --samples "$SEED_SAMPLES" --temperature "$TEMPERATURE" \
-        --max-new-tokens "$MAX_NEW_TOKENS" --batch-size "$EVAL_BATCH" --no-gate --out "$out" --workdir "$WORKDIR" && touch "$out/.done"; }
+        --max-new-tokens "$MAX_NEW_TOKENS" --batch-size "$EVAL_BATCH" --no-gate --out "$out" --workdir "$WORKDIR"; touch "$out/.done"; }
     if [ ! -e "$WORKDIR/serve_compile_rate.json" ]; then
         $KW serve > "$WORKDIR/serve.log" 2>&1 &  # every default: the champion of this work folder's registry
         SERVE_PID=$!
@@ -281,15 +288,17 @@ PY
 }
 
 if [ "$RL_STEPS" -gt 0 ] && START=$(best_version); then
+    RL_INFILL=()  # a model trained without the infill tasks cannot answer them: whole problems only
+    [ "$TRAIN_INFILL" != 0 ] || RL_INFILL=(--infill-steps 0)
     [ -e "$WORKDIR/rl/.done" ] || { $KW rl --model "$(model_of "$START")" --data "$SYN" --steps "$RL_STEPS" \
-        --max-completion-length "$RL_MAX_TOKENS" --seed "${START%%-*}" --out "$WORKDIR/rl" --workdir "$WORKDIR" \
-        && touch "$WORKDIR/rl/.done"; }
+        --max-completion-length "$RL_MAX_TOKENS" --gradient-accumulation-steps "$RL_ACCUM" "${RL_INFILL[@]}" \
+        --seed "${START%%-*}" --out "$WORKDIR/rl" --workdir "$WORKDIR"; touch "$WORKDIR/rl/.done"; }
     out="$WORKDIR/rl-evaluate-synth" RL_MODEL=$(registered_or_folder "$WORKDIR/rl/final")
     [ -e "$out/.done" ] || [ -e "$out/generations/generation.json" ] || $KW evaluate --model "$RL_MODEL" \
         --suite "synth:heldout_eval" --generate-only --samples "$SAMPLES" --temperature "$TEMPERATURE" \
         --max-new-tokens "$MAX_NEW_TOKENS" --batch-size "$EVAL_BATCH" --seed "${START%%-*}" --out "$out" --workdir "$WORKDIR"
     [ -e "$out/.done" ] || { $KW evaluate --model "$RL_MODEL" --suite "synth:heldout_eval" --generations "$out/generations" \
-        --samples "$SAMPLES" --seed "${START%%-*}" --jobs "$(nproc)" --out "$out" --workdir "$WORKDIR" && touch "$out/.done"; }
+        --samples "$SAMPLES" --seed "${START%%-*}" --jobs "$(nproc)" --out "$out" --workdir "$WORKDIR"; touch "$out/.done"; }
     "$PY" - "$WORKDIR/evaluate-seed$START-synth/results.json" "$out/results.json" "$START" "$RL_MODEL" \
         "$WORKDIR/rl_vs_start.json" <<'PY'
 import json, sys

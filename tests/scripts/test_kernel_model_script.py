@@ -26,6 +26,9 @@ case " $* " in
     " - "*) exec "$REAL_PYTHON" "$@" ;;  # the script's own snippets
     *" -c "*) exit 1 ;;  # the champion check: there is none
     *" base-model pretrain "*) mkdir -p "$(get --out)"; log pretrain - ;;
+    *".cli rl "*) [ -z "${FAIL_RL:-}" ] || exit 4; mkdir -p "$(get --out)/final"
+                  accum="$(get --gradient-accumulation-steps)"
+                  log rl "accum=$accum:infill=$(get --infill-steps):$(basename "$(get --model)")" ;;
     *" synthesize "*) s="$(get --workdir)/synthesize"
         for i in 1 2 3 4; do
             mkdir -p "$s/heldout/elementwise" "$s/heldout_solutions/elementwise_$i" "$s/infill/heldout/t$i" "$s/train" \
@@ -46,7 +49,7 @@ case " $* " in
                            log gen-end "$(basename "$o")" ;;
     *" --generations "*) o="$(get --out)"; g=gate; [[ " $* " == *" --no-gate "* ]] && g=no-gate
                          log check-start "$(basename "$o"):$g:jobs=$(get --jobs)"; sleep 0.2
-                         echo '{}' > "$o/results.json"
+                         echo '{"metrics": {"fast_0": 0.0, "compile_rate": 0.5}}' > "$o/results.json"
                          log check-end "$(basename "$o")" ;;
     *cuset_ablation*) log table - ;;
     *) echo "unexpected: $*" >&2; exit 3 ;;
@@ -115,3 +118,15 @@ def test_a_share_of_the_infill_tasks_is_drawn_once(tmp_path: Path) -> None:
     bad = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "w3")], cwd=ROOT, capture_output=True, text=True,
                          env={"PATH": "/usr/bin:/bin", "SMOKE": "1", "TRAIN_INFILL": "half", "PYTHON": "true"})
     assert bad.returncode == 2 and "TRAIN_INFILL must be" in bad.stderr
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
+def test_rl_starts_from_the_best_version_with_a_step_of_several_micro_batches(tmp_path: Path) -> None:
+    calls = _run(tmp_path, tmp_path / "w1", parallel=1, MODES="plain", RL_STEPS="2")
+    assert [a for k, a in calls if k == "rl"] == ["accum=8:infill=:final"]  # both phases; from plain's trained model
+    assert (tmp_path / "w1" / "rl_vs_start.json").is_file()
+    whole = _run(tmp_path, tmp_path / "w2", parallel=1, MODES="plain", RL_STEPS="2", TRAIN_INFILL="0", RL_ACCUM="4")
+    assert [a for k, a in whole if k == "rl"] == ["accum=4:infill=0:final"]  # never trained on infill: no infill phase
+    with pytest.raises(AssertionError):  # a failed RL run stops the recipe; it is not evaluated as if it had ended
+        _run(tmp_path, tmp_path / "w3", parallel=1, MODES="plain", RL_STEPS="2", FAIL_RL="1")
+    assert not (tmp_path / "w3" / "rl-evaluate-synth").exists()

@@ -85,6 +85,7 @@ class HFBackend:
     seed: int = 0
     progress: Progress | None = None
     stop_loops: bool = True  # end a row caught in a repetition loop (LoopStop) instead of at the budget
+    static_cache: bool = False  # a static KV cache: transformers compiles the decoding step on a GPU
 
     @torch.inference_mode()
     def _batch(self, prompts: list[str]) -> list[str]:
@@ -93,9 +94,10 @@ class HFBackend:
         enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
         width = enc["input_ids"].shape[1]
         stops = StoppingCriteriaList([LoopStop(width)] if self.stop_loops else [])
+        cache = {"cache_implementation": "static"} if self.static_cache else {}
         out = self.model.generate(**enc, **generate_kwargs(self.max_new_tokens, self.temperature, None,
                                                            tok.pad_token_id, tok.eos_token_id),
-                                  stopping_criteria=stops)
+                                  stopping_criteria=stops, **cache)
         new = out[:, width:]
         return tok.batch_decode(new, skip_special_tokens=True)
 

@@ -147,3 +147,11 @@ def test_generate_ends_a_looping_completion_at_the_window_not_the_budget(stop_lo
     tokens = out[0][0].split()
     assert set(tokens) == {"0"}
     assert len(tokens) == (LOOP_WINDOW if stop_loops else budget)
+
+
+def test_a_static_cache_is_asked_of_generate_only_when_chosen() -> None:
+    for static in (False, True):
+        model = _RecordingModel()
+        HFBackend(model, _Tokenizer(), static_cache=static).generate(  # type: ignore[arg-type]
+            [[{"role": "user", "content": "kernel"}]])
+        assert model.calls[0].get("cache_implementation") == ("static" if static else None)

@@ -131,17 +131,21 @@ def _new_model(p: Preset, tokenizer: PreTrainedTokenizerBase, seed: int) -> PreT
     with rotary positions trained on short sequences carried over to long ones badly. Not Qwen2: for
     a `qwen2` config, AutoTokenizer swaps the saved byte-level tokenizer for Qwen2's own
     pre-tokenisation, so the curated token ids would not be the pretrained ones."""
-    config = AutoConfig.for_model(
-        "lfm2", vocab_size=len(tokenizer), hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
+    config = model_config(p, len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+
+
+def model_config(p: Preset, vocab_size: int, bos: int | None, eos: int | None, pad: int | None) -> Any:
+    """The transformers config of a preset's model (LFM2's shape, `_new_model`)."""
+    return AutoConfig.for_model(
+        "lfm2", vocab_size=vocab_size, hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
         block_auto_adjust_ff_dim=False, num_hidden_layers=len(p.layers), conv_L_cache=p.conv_kernel,
         layer_types=[LAYER_TYPES[k] for k in p.layers], num_attention_heads=p.num_attention_heads,
         num_key_value_heads=p.num_key_value_heads, max_position_embeddings=max(8192, p.seq_len),
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=bos, eos_token_id=eos, pad_token_id=pad,
     )
-    torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
 
 
 def _tokenizer(ckpt: Path, corpus: Corpus, p: Preset) -> PreTrainedTokenizerBase:

@@ -37,6 +37,10 @@ class EvaluateConfig:
         "help": "End a completion once its last 256 tokens repeat one unit of at most 64 tokens (a repetition "
                 "loop, which can only run to the budget and fail to parse) instead of at the budget; off: "
                 "every completion runs to its end-of-sequence token or the budget."})
+    static_cache: bool = field(default=False, metadata={
+        "help": "Generate with a static KV cache, whose decoding step transformers compiles on a GPU (once per "
+                "generate call: tens of seconds) to cut the host's work per token; the same tokens greedy. "
+                "bench/decode_speed.py measures what it saves; off: the dynamic cache, nothing compiled."})
     batch_size: int = field(default=8, metadata={"help": "Prompts per generate() call."})
     heldout_nll: bool = field(default=True, metadata={
         "help": "Also score the seed corpus's 13 held-out answers by teacher forcing under the model when "

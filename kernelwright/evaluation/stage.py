@@ -151,6 +151,7 @@ class GenerationRecord:
     # base's pretraining reports: base_model.perplexity), whatever suite was generated for; None: not measured
     heldout_bits_per_char: float | None = None
     stop_loops: bool = False  # completions caught in a repetition loop were ended there (LoopStop)
+    static_cache: bool = False  # generated with a static KV cache (its decoding step compiled on a GPU)
 
 
 def generate_into(folder: Path, problems: list[Problem], ref: ModelRef, cfg: EvaluateConfig) -> GenerationRecord:
@@ -159,14 +160,14 @@ def generate_into(folder: Path, problems: list[Problem], ref: ModelRef, cfg: Eva
     model, tokenizer = load_model(ref)
     with Progress() as progress:
         backend = HFBackend(model, tokenizer, cfg.max_new_tokens, cfg.temperature, cfg.batch_size, cfg.seed, progress,
-                            stop_loops=cfg.stop_loops)
+                            stop_loops=cfg.stop_loops, static_cache=cfg.static_cache)
         prompts = [problem_prompt(p) for p in problems]
         completions = backend.generate(prompts, cfg.samples)
     write_generations(folder, problems, completions)
     generate_s = round(time.perf_counter() - start, 2)
     bits = round(heldout_perplexity(model, tokenizer).bits_per_char, 4) if cfg.heldout_nll else None
     record = GenerationRecord(ref.uri, cfg.samples, cfg.temperature, cfg.max_new_tokens, cfg.seed, len(problems),
-                              generate_s, bits, cfg.stop_loops)
+                              generate_s, bits, cfg.stop_loops, cfg.static_cache)
     atomic.write_text(folder / GENERATION_RECORD, json.dumps(asdict(record), indent=1))
     return record
 

@@ -30,7 +30,8 @@ form, fast exp, sigmoid, reciprocal, a polynomial erf) stay within ~1e-3 relativ
 problem does not have, a wrong constant): a wrong output, and never a precision downgrade, which is
 a cheat class.
 
-`error_kind`: "lower_precision", "approximation" or "" (neither: a plain wrong output).
+`error_kind`: "lower_precision", "approximation", "other_function" (a wrong output that follows the
+true value: another function) or "" (a plain wrong output).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from kernelwright.verifier.tolerance import FP64, Judgement, lower_precision
 
 LOWER = "lower_precision"
 APPROXIMATION = "approximation"
+OTHER_FUNCTION = "other_function"  # a wrong output whose error follows the true value: another function
 APPROXIMATION_MAX_REL = 5e-3  # relative L2 error: ~16x what GELU's tanh form leaves
 MIN_BIN = 16  # elements per bin of systematic_share: pure noise carries ~1/16 of the energy, far below 0.4
 MIN_BINS = 8
@@ -98,12 +100,12 @@ def half_values_share(out: Any) -> float:
 
 
 def error_kind(j: Judgement, out: Any, ref: Any, ref64: Any) -> str:
-    """LOWER, APPROXIMATION or "" for a failed judgement of a floating output: within the
+    """LOWER, APPROXIMATION, OTHER_FUNCTION or "" for a failed judgement of a floating output: within the
     lower-precision band (relative L2 error at most 3e-2, over at least 1% of the elements), an
     output of half-precision values is LOWER; an error that is mostly a function of the true value
     (`systematic_share` of 0.4 or more; the true value is ref64 where the rule had it, else the
     reference) is APPROXIMATION up to APPROXIMATION_MAX_REL, in any floating dtype and below the
-    band too, and "" above it (another function); with too few elements to tell, ""; the rest of a
+    band too, and OTHER_FUNCTION above it; with too few elements to tell, ""; the rest of a
     float32 band (relative L2 error 1e-4 and more) is LOWER, unless most of it is a scale off by
     more than truncation to bfloat16 makes (1/128): a wrong factor, not a precision ("")."""
     import torch
@@ -117,7 +119,7 @@ def error_kind(j: Judgement, out: Any, ref: Any, ref64: Any) -> str:
     truth = ref64 if j.rule == FP64 and ref64 is not None else ref
     share = systematic_share(out, truth)
     if share >= 0.4:
-        return APPROXIMATION if j.rel_err <= APPROXIMATION_MAX_REL else ""
+        return APPROXIMATION if j.rel_err <= APPROXIMATION_MAX_REL else OTHER_FUNCTION
     if math.isnan(share) or not lower_precision(j, out.dtype):  # too few elements to tell: not a cheat
         return ""
     a, carried = scale_error(out, truth)

@@ -14,7 +14,7 @@ import math
 from types import ModuleType
 from typing import Any
 
-from kernelwright.verifier.error_shape import APPROXIMATION, LOWER, error_kind
+from kernelwright.verifier.error_shape import APPROXIMATION, LOWER, OTHER_FUNCTION, error_kind
 from kernelwright.verifier.tolerance import FP64, Judgement, judge
 
 DISTRIBUTIONS = ("default", "signed", "heavy_tailed", "small")
@@ -97,6 +97,9 @@ def _failure(out: Any, ref: Any, ref64: Any, j: Judgement) -> tuple[str, str]:
     if kind == APPROXIMATION:
         return "approximation", (f"{j.detail}: an error that follows the true value like a curve, not rounding: "
                                  "an approximation of the function (e.g. tanh-GELU for the exact GELU)")
+    if kind == OTHER_FUNCTION:
+        return "wrong_output", (f"{j.detail}: an error that follows the true value, too large for an approximation: "
+                                "another function than the reference's (an op missing, added or swapped?)")
     return "wrong_output", j.detail
 
 

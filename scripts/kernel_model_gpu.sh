@@ -37,7 +37,7 @@
 # MODES ("plain region cuset cusetA"; cusetSoft too on request), MASK_FLOOR (0.1), SAMPLES (1),
 # EVAL_PROBLEMS (100), MAX_NEW_TOKENS (3072), TEMPERATURE (0.2), EVAL_BATCH (64), TRAIN_BATCH (32),
 # PARALLEL (2), GEN_PARALLEL (4), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), RL_STEPS (0),
-# RL_MAX_TOKENS (MAX_NEW_TOKENS), RL_ACCUM (8),
+# RL_MAX_TOKENS (MAX_NEW_TOKENS), RL_ACCUM (8), STATIC_CACHE (false; see bench/decode_speed.py),
 # TRAIN_INFILL (1: every infill task in training; 0: whole kernels only; a share such as 0.2: that share of them),
 # CHECKPOINTING (unset: train's default, on with a GPU; false trades ~3x the activation memory for ~15% of the time),
 # PYTHON, SMOKE=1 (a CPU smoke run: tiny base, unverified pairs, NVRTC-only checks; never for figures).
@@ -58,6 +58,7 @@ PARALLEL="${PARALLEL:-2}"
 # generations side by side: the small base decoded 30 rows at 68-82 ms a step on an H100, where a step is ~2,300
 # torch ops of host work (profiled on a CPU): host-bound, so processes beside each other cost the GPU little
 GEN_PARALLEL="${GEN_PARALLEL:-4}"
+STATIC_CACHE="${STATIC_CACHE:-false}"  # true: generate with a static KV cache, its decoding step compiled
 MODES="${MODES:-plain region cuset cusetA}"
 MASK_FLOOR="${MASK_FLOOR:-0.1}"
 OVERLAP="${OVERLAP:-1}"
@@ -214,7 +215,8 @@ generate_version() {  # SEED-MODE-SUITE
     local v="${1%-*}" suite="${1##*-}" out="$WORKDIR/evaluate-seed$1"
     { [ -e "$out/.done" ] || [ -e "$out/generations/generation.json" ]; } && return 0
     $KW evaluate --model "$(model_of "$v")" --suite "$suite:heldout_eval" --generate-only --samples "$SAMPLES" \
-        --temperature "$TEMPERATURE" --max-new-tokens "$MAX_NEW_TOKENS" --batch-size "$EVAL_BATCH" --seed "${v%%-*}" \
+        --temperature "$TEMPERATURE" --max-new-tokens "$MAX_NEW_TOKENS" --static-cache "$STATIC_CACHE" \
+        --batch-size "$EVAL_BATCH" --seed "${v%%-*}" \
         --out "$out" --workdir "$WORKDIR"
 }
 
@@ -259,7 +261,8 @@ CHAMPION="models:/kernelwright-coder@champion"
 if "$PY" -c "from mlflow import MlflowClient; MlflowClient().get_model_version_by_alias('kernelwright-coder', 'champion')" 2>/dev/null; then
     out="$WORKDIR/champion-seed-heldout"
     [ -e "$out/.done" ] || { $KW evaluate --model "$CHAMPION" --samples "$SEED_SAMPLES" --temperature "$TEMPERATURE" \
-        --max-new-tokens "$MAX_NEW_TOKENS" --batch-size "$EVAL_BATCH" --no-gate --out "$out" --workdir "$WORKDIR"; touch "$out/.done"; }
+        --max-new-tokens "$MAX_NEW_TOKENS" --static-cache "$STATIC_CACHE" \
+        --batch-size "$EVAL_BATCH" --no-gate --out "$out" --workdir "$WORKDIR"; touch "$out/.done"; }
     if [ ! -e "$WORKDIR/serve_compile_rate.json" ]; then
         $KW serve > "$WORKDIR/serve.log" 2>&1 &  # every default: the champion of this work folder's registry
         SERVE_PID=$!
@@ -296,7 +299,8 @@ if [ "$RL_STEPS" -gt 0 ] && START=$(best_version); then
     out="$WORKDIR/rl-evaluate-synth" RL_MODEL=$(registered_or_folder "$WORKDIR/rl/final")
     [ -e "$out/.done" ] || [ -e "$out/generations/generation.json" ] || $KW evaluate --model "$RL_MODEL" \
         --suite "synth:heldout_eval" --generate-only --samples "$SAMPLES" --temperature "$TEMPERATURE" \
-        --max-new-tokens "$MAX_NEW_TOKENS" --batch-size "$EVAL_BATCH" --seed "${START%%-*}" --out "$out" --workdir "$WORKDIR"
+        --max-new-tokens "$MAX_NEW_TOKENS" --static-cache "$STATIC_CACHE" \
+        --batch-size "$EVAL_BATCH" --seed "${START%%-*}" --out "$out" --workdir "$WORKDIR"
     [ -e "$out/.done" ] || { $KW evaluate --model "$RL_MODEL" --suite "synth:heldout_eval" --generations "$out/generations" \
         --samples "$SAMPLES" --seed "${START%%-*}" --jobs "$(nproc)" --out "$out" --workdir "$WORKDIR"; touch "$out/.done"; }
     "$PY" - "$WORKDIR/evaluate-seed$START-synth/results.json" "$out/results.json" "$START" "$RL_MODEL" \

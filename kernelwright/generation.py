@@ -8,7 +8,9 @@ prompts into completions, batching `model.generate` with left padding.
 most `max_period` tokens: an op line written again and again, a name growing by `_op` forever), which
 a small model sampled at a low temperature falls into; such a completion can only run to the token
 budget and fail to parse, and in a batch it holds every other row until the budget. `ends_in_loop`
-is the same test on one sequence.
+is the same test on one sequence. `LoopEnd` ends such a row with the end-of-sequence token instead,
+for a caller whose `generate` call cannot be given a stopping criterion (TRL's GRPO rollouts:
+`end_loops_with_eos`), so that what follows the row is cut as after any end of sequence.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from typing import Any
 
 import torch
 from rich.progress import Progress
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteria, StoppingCriteriaList
+from transformers import (
+    LogitsProcessor,
+    LogitsProcessorList,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
 
 LOOP_WINDOW = 256  # tokens: a loop is caught once this many in a row repeat one unit
 LOOP_MAX_PERIOD = 64  # tokens: the longest repeating unit looked for (two or three lines of code)
@@ -73,6 +82,38 @@ class LoopStop(StoppingCriteria):
         if input_ids.shape[1] - self.prompt_len < self.window:
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)  # type: ignore[return-value]
         return periodic(input_ids[:, -self.window:], self.max_period)  # type: ignore[return-value]
+
+
+class LoopEnd(LogitsProcessor):
+    """Per row: once its last `window` new tokens repeat one unit of at most `max_period` tokens, the next
+    token can only be `eos` (every other score -inf)."""
+
+    def __init__(self, prompt_len: int, eos_token_id: int, window: int = LOOP_WINDOW,
+                 max_period: int = LOOP_MAX_PERIOD) -> None:
+        self.prompt_len, self.eos, self.window, self.max_period = prompt_len, eos_token_id, window, max_period
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if input_ids.shape[1] - self.prompt_len < self.window:
+            return scores
+        looping = periodic(input_ids[:, -self.window:], self.max_period)
+        forced = torch.full_like(scores, float("-inf"))
+        forced[:, self.eos] = 0.0
+        return torch.where(looping[:, None], forced, scores)  # type: ignore[return-value]
+
+
+def end_loops_with_eos(model: PreTrainedModel, eos_token_id: int) -> None:
+    """Make every later `model.generate` call end rows caught in a repetition loop with `eos_token_id`
+    (`LoopEnd`, added to the call's own logits processors)."""
+    generate = model.generate
+
+    def generate_ending_loops(*args: Any, **kwargs: Any) -> Any:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        width = 0 if ids is None else int(ids.shape[1])
+        processors = LogitsProcessorList(kwargs.pop("logits_processor", None) or [])
+        processors.append(LoopEnd(width, eos_token_id))
+        return generate(*args, logits_processor=processors, **kwargs)
+
+    model.generate = generate_ending_loops  # type: ignore[method-assign]
 
 
 @dataclass

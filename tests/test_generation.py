@@ -7,13 +7,15 @@ from typing import Any
 
 import pytest
 import torch
-from transformers import BatchEncoding
+from transformers import BatchEncoding, LogitsProcessor, LogitsProcessorList
 
 from kernelwright.generation import (
     LOOP_MAX_PERIOD,
     LOOP_WINDOW,
     HFBackend,
+    LoopEnd,
     LoopStop,
+    end_loops_with_eos,
     ends_in_loop,
     generate_kwargs,
     periodic,
@@ -155,3 +157,33 @@ def test_a_static_cache_is_asked_of_generate_only_when_chosen() -> None:
         HFBackend(model, _Tokenizer(), static_cache=static).generate(  # type: ignore[arg-type]
             [[{"role": "user", "content": "kernel"}]])
         assert model.calls[0].get("cache_implementation") == ("static" if static else None)
+
+
+@pytest.mark.parametrize("sample", [False, True])
+def test_a_loop_ends_with_the_end_of_sequence_token_where_no_criterion_can_be_given(sample: bool) -> None:
+    """`end_loops_with_eos` (RL's rollouts): a caller's processor that makes token 0 all but certain makes
+    the row loop on it, greedy or sampled; after the window the next token is EOS and the row ends there."""
+    model = _zero_head_model()
+    end_loops_with_eos(model, EOS)
+    prompt = torch.tensor([[5, 6, 7]])
+
+    class ZeroFirst(LogitsProcessor):
+        def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+            scores[:, 0] += 100.0
+            return scores
+
+    with torch.no_grad():
+        out = model.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=LOOP_WINDOW + 50,
+                             do_sample=sample, temperature=0.7 if sample else None, top_p=0.9 if sample else None,
+                             pad_token_id=PAD + 1, eos_token_id=EOS,
+                             logits_processor=LogitsProcessorList([ZeroFirst()]))
+    assert out[0, prompt.shape[1]:].tolist() == [0] * LOOP_WINDOW + [EOS]
+
+
+def test_loop_end_forces_eos_on_looping_rows_only() -> None:
+    looping = [3] * 10 + [4, 5] * 150
+    honest = [3] * 10 + [i % 97 + 6 for i in range(300)]
+    scores = torch.zeros(2, 120)
+    forced = LoopEnd(prompt_len=10, eos_token_id=EOS)(torch.tensor([looping, honest]), scores)  # type: ignore[arg-type]
+    assert forced[0].argmax().item() == EOS and torch.isinf(forced[0]).sum().item() == 119
+    assert torch.equal(forced[1], scores[1])

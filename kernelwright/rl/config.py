@@ -50,6 +50,10 @@ class RLConfig:
         "help": "Most tokens generated per completion: whole kernels need the evaluation's budget (2048 holds 97%% "
                 "of the synthesized solutions in the `small` base's tokens)."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of the completions (> 0)."})
+    stop_loops: bool = field(default=True, metadata={
+        "help": "End a rollout caught in a repetition loop (its last 256 tokens repeat one unit of at most 64) with "
+                "the end-of-sequence token instead of at max_completion_length, which a loop can only reach to "
+                "fail to parse while it holds its whole generation batch. false: rollouts run to their end."})
     reward_format: float = field(default=FORMAT, metadata={
         "help": "Reward of an answer whose code is in a fenced block, whatever the judge says (not for a rejected "
                 "one); 0: off, so code that does not build earns nothing."})

@@ -35,6 +35,7 @@ from kernelwright import atomic, jsontext
 from kernelwright.checkpoints import RUN_ID_FILE, RunIdInCheckpoints
 from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
+from kernelwright.generation import end_loops_with_eos
 from kernelwright.models import load_base_model, load_model, load_tokenizer, resolve_ref
 from kernelwright.rl.config import RLConfig
 from kernelwright.rl.curriculum import INFILL, curriculum_items, load_curriculum, rows
@@ -175,6 +176,8 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None) -> RLResult:
     judge = judge or pick_judge(cfg)
     last = checkpoint_to_resume(cfg)
     model, tokenizer, source = load_policy(cfg, out, resuming=last is not None)
+    if cfg.stop_loops and tokenizer.eos_token_id is not None:
+        end_loops_with_eos(model, int(tokenizer.eos_token_id))
     out.mkdir(parents=True, exist_ok=True)
     run = mlflow.active_run()
     callbacks: list[TrainerCallback] = []

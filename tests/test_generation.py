@@ -19,6 +19,8 @@ from kernelwright.generation import (
     ends_in_loop,
     generate_kwargs,
     periodic,
+    periodic_all_shifts,
+    periodic_each_shift,
 )
 from kernelwright.serving.backend import Sampling
 from kernelwright.serving.generate_queue import GenerateQueue, Job
@@ -91,7 +93,7 @@ def test_a_loop_is_a_window_that_repeats_one_short_unit() -> None:
 
 
 def test_periodic_agrees_with_one_shift_at_a_time() -> None:
-    """Every period compared at once gives what comparing the row with each shift in turn gives, on
+    """Every period compared at once (a GPU's way) gives what comparing the row with each shift in turn gives, on
     rows with planted units of every length around the limit, broken ones and noise, in chunks too."""
     gen = torch.Generator().manual_seed(3)
     rows = []
@@ -105,10 +107,11 @@ def test_periodic_agrees_with_one_shift_at_a_time() -> None:
     def one_at_a_time(t: torch.Tensor, max_period: int) -> list[bool]:
         return [any(bool((r[p:] == r[:-p]).all()) for p in range(1, min(max_period, len(r) - 1) + 1)) for r in t]
 
-    for max_period in (1, 17, LOOP_MAX_PERIOD, 400):
-        assert periodic(tail, max_period).tolist() == one_at_a_time(tail, max_period)
-    assert periodic(tail[:, :1], 64).tolist() == [False] * len(tail)
-    assert periodic(tail[:0], 64).tolist() == []
+    for way in (periodic, periodic_all_shifts, periodic_each_shift):  # the GPU's way and the CPU's
+        for max_period in (1, 17, LOOP_MAX_PERIOD, 400):
+            assert way(tail, max_period).tolist() == one_at_a_time(tail, max_period)
+        assert way(tail[:, :1], 64).tolist() == [False] * len(tail)
+        assert way(tail[:0], 64).tolist() == []
 
 
 def test_loop_stop_ends_only_the_rows_that_loop_and_only_past_the_prompt() -> None:

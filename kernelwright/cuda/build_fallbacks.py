@@ -133,25 +133,47 @@ def _assigned(nodes: Sequence[ast.stmt]) -> Iterator[tuple[str, ast.expr]]:
                 yield dotted_name(n.target), n.value
 
 
+@dataclass(frozen=True)
+class Swallowing:
+    """A statement that swallows a failure of its body: a try with handlers that do not re-raise (`lax`), or
+    a `contextlib.suppress` block (no handlers)."""
+
+    node: ast.Try | ast.TryStar | ast.With | ast.AsyncWith
+    lax: list[ast.ExceptHandler]
+
+    @property
+    def body(self) -> list[ast.stmt]:
+        return self.node.body
+
+    def what(self) -> str:
+        return f"try/except ({_caught(self.lax[0])})" if self.lax else "contextlib.suppress"
+
+
+def swallowing(node: ast.AST) -> Swallowing | None:
+    """What `node` swallows failures of, if it does (`Swallowing`); None for any other statement."""
+    if isinstance(node, ast.Try | ast.TryStar):
+        lax = [h for h in node.handlers if not reraises(h)]
+        return Swallowing(node, lax) if lax else None
+    if isinstance(node, ast.With | ast.AsyncWith) and suppresses(node):
+        return Swallowing(node, [])
+    return None
+
+
 def _guarded(tree: ast.Module, builds: Builds) -> tuple[list[Fallback], set[str]]:
-    """Guarded builds (a try in ModelNew is left to static_checks), and the names that the try bodies
+    """Guarded builds (a try in ModelNew is left to static_checks), and the names that the guarded bodies
     and handlers set (flags)."""
     found: list[Fallback] = []
     flags: set[str] = set()
     for node, where in _scoped(tree):
+        guard = swallowing(node)
+        if guard is None or not any(builds.builds(s) for s in guard.body):
+            continue
         in_model_new = where == "class ModelNew" or where.startswith("ModelNew.")  # static_checks flags its tries
-        if isinstance(node, ast.Try | ast.TryStar) and any(builds.builds(s) for s in node.body):
-            lax = [h for h in node.handlers if not reraises(h)]
-            if lax and not in_model_new:
-                found.append(Fallback(node.lineno, f"line {node.lineno}: try/except ({_caught(lax[0])}) around a "
-                                                   f"build at {where}: a failed build is swallowed"))
-            if lax:
-                flags |= {name for name, _ in _assigned([*node.body, *[s for h in lax for s in h.body]])}
-        elif isinstance(node, ast.With | ast.AsyncWith) and suppresses(node) and \
-                any(builds.builds(s) for s in node.body):
-            found.append(Fallback(node.lineno, f"line {node.lineno}: contextlib.suppress around a build at {where}: "
-                                               "a failed build is swallowed"))
-            flags |= {name for name, _ in _assigned(node.body)}
+        if not guard.lax or not in_model_new:  # a suppress block anywhere, a try outside ModelNew
+            line = guard.node.lineno
+            found.append(Fallback(line, f"line {line}: {guard.what()} around a build at {where}: "
+                                        "a failed build is swallowed"))
+        flags |= {name for name, _ in _assigned([*guard.body, *[s for h in guard.lax for s in h.body]])}
     return found, flags
 
 

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
-from kernelwright.cuda.build_fallbacks import build_fallbacks, reraises, suppresses
+from kernelwright.cuda.build_fallbacks import build_fallbacks, suppresses, swallowing
 from kernelwright.cuda.candidate_sources import builder_aliases, call_name, dotted_name
 from kernelwright.pysource import parse_python, syntax_message
 
@@ -228,13 +228,12 @@ def _check_swallowed_calls(tree: ast.Module, report: StaticReport, model_new: li
     helper function or class that ModelNew calls instead of the kernel."""
     inside = {id(n) for cls in model_new for n in ast.walk(cls)}
     for node in ast.walk(tree):
-        if id(node) in inside or not _swallows(node):
+        guard = None if id(node) in inside else swallowing(node)
+        if guard is None:
             continue
-        if isinstance(node, ast.Try | ast.TryStar) and all(reraises(h) for h in node.handlers):
-            continue
-        calls = [c for stmt in node.body for c in ast.walk(stmt) if isinstance(c, ast.Call)]
+        calls = [c for stmt in guard.body for c in ast.walk(stmt) if isinstance(c, ast.Call)]
         if any(dotted_name(c.func).rpartition(".")[0] in built for c in calls):
-            report.flag("fallback_try_except", f"line {node.lineno}: a failed call of the built extension is "
+            report.flag("fallback_try_except", f"line {guard.node.lineno}: a failed call of the built extension is "
                                                "swallowed (try/except or suppress around it)")
 
 

@@ -94,10 +94,17 @@ class LoopStop(StoppingCriteria):
     def __init__(self, prompt_len: int, window: int = LOOP_WINDOW, max_period: int = LOOP_MAX_PERIOD) -> None:
         self.prompt_len, self.window, self.max_period = prompt_len, window, max_period
 
-    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+    def looping(self, input_ids: torch.Tensor) -> torch.Tensor | None:
+        """Per row, whether it is caught in a loop; None while fewer than `window` new tokens are there."""
         if input_ids.shape[1] - self.prompt_len < self.window:
+            return None
+        return periodic(input_ids[:, -self.window:], self.max_period)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+        found = self.looping(input_ids)
+        if found is None:
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)  # type: ignore[return-value]
-        return periodic(input_ids[:, -self.window:], self.max_period)  # type: ignore[return-value]
+        return found  # type: ignore[return-value]
 
 
 class LoopEnd(LogitsProcessor):
@@ -106,12 +113,12 @@ class LoopEnd(LogitsProcessor):
 
     def __init__(self, prompt_len: int, eos_token_id: int, window: int = LOOP_WINDOW,
                  max_period: int = LOOP_MAX_PERIOD) -> None:
-        self.prompt_len, self.eos, self.window, self.max_period = prompt_len, eos_token_id, window, max_period
+        self.loops, self.eos = LoopStop(prompt_len, window, max_period), eos_token_id
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if input_ids.shape[1] - self.prompt_len < self.window:
+        looping = self.loops.looping(input_ids)
+        if looping is None:
             return scores
-        looping = periodic(input_ids[:, -self.window:], self.max_period)
         forced = torch.full_like(scores, float("-inf"))
         forced[:, self.eos] = 0.0
         return torch.where(looping[:, None], forced, scores)  # type: ignore[return-value]

@@ -30,7 +30,7 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from kernelwright.generation import LOOP_MAX_PERIOD, LOOP_WINDOW, generate_kwargs, periodic
+from kernelwright.generation import LoopStop, generate_kwargs
 from kernelwright.serving.backend import EngineBusy, Sampling
 
 log = logging.getLogger(__name__)
@@ -95,14 +95,15 @@ class _RowsDone(StoppingCriteria):
     `stop_loops`) it is caught in a repetition loop, whose length is kept in `loop_at`."""
 
     def __init__(self, width: int, budgets: list[int], cancelled: list[threading.Event], stop_loops: bool) -> None:
-        self.width, self.budgets, self.cancelled, self.stop_loops = width, budgets, cancelled, stop_loops
+        self.width, self.budgets, self.cancelled = width, budgets, cancelled
+        self.loops = LoopStop(width) if stop_loops else None
         self.loop_at: list[int | None] = [None] * len(budgets)
 
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
         made = input_ids.shape[1] - self.width
-        if self.stop_loops and made >= LOOP_WINDOW:
-            looping = periodic(input_ids[:, -LOOP_WINDOW:], LOOP_MAX_PERIOD).tolist()
-            for i, caught in enumerate(looping):
+        looping = self.loops.looping(input_ids) if self.loops is not None else None
+        if looping is not None:
+            for i, caught in enumerate(looping.tolist()):
                 if caught and self.loop_at[i] is None:
                     self.loop_at[i] = made
         done = [made >= b or c.is_set() or at is not None

@@ -154,8 +154,7 @@ def _calls_any(tree: ast.Module, names: set[str]) -> bool:
     return any(isinstance(n, ast.Call) and dotted_name(n.func).rpartition(".")[2] in names for n in ast.walk(tree))
 
 
-def _check_kernels(tree: ast.Module, report: StaticReport) -> None:
-    builds = _build_calls(tree)
+def _check_kernels(tree: ast.Module, report: StaticReport, builds: list[ast.Call]) -> None:
     sources = [s for s in _string_constants(tree) if "__global__" in s]
     kernels = {k for s in sources for k in kernel_names(s)}
     report.kernels = sum(s.count("__global__") for s in sources)
@@ -167,12 +166,12 @@ def _check_kernels(tree: ast.Module, report: StaticReport) -> None:
         report.flag("no_kernel", f"__global__ {', '.join(sorted(kernels))} defined but never launched")
 
 
-def _check_called(tree: ast.Module, report: StaticReport) -> None:
+def _check_called(tree: ast.Module, report: StaticReport, builds: list[ast.Call]) -> None:
     """What was built must be called. Run last: a fallback already flagged is the more precise reason."""
     if report.reasons:
         return
     sources = [s for s in _string_constants(tree) if "__global__" in s]
-    callables = _built_callables(tree, _build_calls(tree), sources)
+    callables = _built_callables(tree, builds, sources)
     if callables is not None and not _calls_any(tree, callables):
         what = ", ".join(sorted(callables)) or "the built module"
         report.flag("no_kernel", f"{what} built but never called from Python")
@@ -192,10 +191,10 @@ def _run_time_nodes(cls: ast.ClassDef):
         yield from ast.walk(item)
 
 
-def _built_names(tree: ast.Module) -> frozenset[str]:
+def _built_names(tree: ast.Module, build_calls: list[ast.Call]) -> frozenset[str]:
     """Names bound to what a build call returns (`_ext = load_inline(...)`, `self.ext = load(...)`):
     their methods are the candidate's own functions, whatever they are called (`_ext.relu`)."""
-    builds = {id(b) for b in _build_calls(tree)}
+    builds = {id(b) for b in build_calls}
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and id(node.value) in builds:
@@ -237,8 +236,9 @@ def _check_swallowed_calls(tree: ast.Module, report: StaticReport, model_new: li
                                                "swallowed (try/except or suppress around it)")
 
 
-def _check_build_fallbacks(tree: ast.Module, report: StaticReport, built: frozenset[str]) -> None:
-    for found in build_fallbacks(tree, _build_calls(tree), lambda call: _torch_compute(call, built) is not None):
+def _check_build_fallbacks(tree: ast.Module, report: StaticReport, builds: list[ast.Call],
+                           built: frozenset[str]) -> None:
+    for found in build_fallbacks(tree, builds, lambda call: _torch_compute(call, built) is not None):
         report.flag("fallback_try_except", found.detail)
 
 
@@ -291,15 +291,16 @@ def check_source(source: str, require_call: bool = False) -> StaticReport:
         report.flag("syntax_error", syntax_message(exc))
         return report
     _check_tampering(tree, report)
-    _check_kernels(tree, report)
+    builds = _build_calls(tree)  # one walk for every check that needs the build calls
+    _check_kernels(tree, report, builds)
     classes = model_new_classes(tree)
     if not classes:
         report.flag("no_model_new", "no class ModelNew")
-    built = _built_names(tree)
+    built = _built_names(tree, builds)
     for cls in classes:
         _check_model_new(cls, report, built)
     _check_swallowed_calls(tree, report, classes, built)
-    _check_build_fallbacks(tree, report, built)
+    _check_build_fallbacks(tree, report, builds, built)
     if require_call:
-        _check_called(tree, report)
+        _check_called(tree, report, builds)
     return report

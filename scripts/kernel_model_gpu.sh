@@ -37,7 +37,7 @@
 # MODES ("plain region cuset cusetA"; cusetSoft too on request), MASK_FLOOR (0.1), SAMPLES (1),
 # EVAL_PROBLEMS (100), MAX_NEW_TOKENS (3072), TEMPERATURE (0.2), EVAL_BATCH (64), TRAIN_BATCH (32),
 # PARALLEL (2), GEN_PARALLEL (4), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), RL_STEPS (0),
-# RL_MAX_TOKENS (MAX_NEW_TOKENS), RL_ACCUM (8), STATIC_CACHE (false; see bench/decode_speed.py),
+# RL_MAX_TOKENS (MAX_NEW_TOKENS), RL_ACCUM (8), RL_BESIDE (1), STATIC_CACHE (false; see bench/decode_speed.py),
 # TRAIN_INFILL (1: every infill task in training; 0: whole kernels only, and no infill evaluation; a share such
 # as 0.2: that share of them),
 # CHECKPOINTING (unset: train's default, on with a GPU; false trades ~3x the activation memory for ~15% of the time),
@@ -70,6 +70,7 @@ RL_MAX_TOKENS="${RL_MAX_TOKENS:-$MAX_NEW_TOKENS}"  # RL's completion budget: who
 # micro-batches per RL step: TRL generates a step's completions in one call, which costs about what one
 # micro-batch's does (decoding is host-bound), so 8 x 8 completions a step come nearly at the price of 8
 RL_ACCUM="${RL_ACCUM:-8}"
+RL_BESIDE="${RL_BESIDE:-1}"  # 1: with one trained version, RL starts beside its evaluations
 TRAIN_BATCH="${TRAIN_BATCH:-32}"
 TRAIN_INFILL="${TRAIN_INFILL:-1}"
 # the small base's activations take ~0.5 MB a token without checkpointing, ~0.17 MB with it (bf16): a
@@ -240,6 +241,24 @@ read -r -a SEED_LIST <<< "$SEEDS"
 TRAINED=()
 for s in "${SEED_LIST[@]}"; do for m in $MODES; do TRAINED+=("$s-$m"); done; done
 side_by_side train_version "${TRAINED[@]}"
+run_rl() {  # SEED-MODE: kernelwright rl from its version, once
+    local infill=()  # a model trained without the infill tasks cannot answer them: whole problems only
+    [ -e "$WORKDIR/rl/.done" ] && return 0
+    [ "$TRAIN_INFILL" != 0 ] || infill=(--infill-steps 0)
+    $KW rl --model "$(model_of "$1")" --data "$SYN" --steps "$RL_STEPS" \
+        --max-completion-length "$RL_MAX_TOKENS" --gradient-accumulation-steps "$RL_ACCUM" "${infill[@]}" \
+        --seed "${1%%-*}" --out "$WORKDIR/rl" --workdir "$WORKDIR" || return 1
+    touch "$WORKDIR/rl/.done"
+}
+
+# with one trained version there is nothing to choose RL's start from: it starts now, beside the evaluations,
+# whose decoding leaves the GPU mostly idle (a process of its own, not a job the side_by_side calls wait for)
+RL_BESIDE_RC=
+if [ "$RL_STEPS" -gt 0 ] && [ "${#TRAINED[@]}" = 1 ] && [ "$RL_BESIDE" = 1 ] && [ ! -e "$WORKDIR/rl/.done" ]; then
+    RL_BESIDE_RC="$WORKDIR/rl.rc"
+    rm -f "$RL_BESIDE_RC"
+    ( ( set +e; run_rl "${TRAINED[0]}" > "$WORKDIR/rl.log" 2>&1; echo $? > "$RL_BESIDE_RC" ) & )
+fi
 VERSIONS=()
 for s in "${SEED_LIST[@]}"; do
     for m in $MODES; do
@@ -296,11 +315,11 @@ PY
 }
 
 if [ "$RL_STEPS" -gt 0 ] && START=$(best_version); then
-    RL_INFILL=()  # a model trained without the infill tasks cannot answer them: whole problems only
-    [ "$TRAIN_INFILL" != 0 ] || RL_INFILL=(--infill-steps 0)
-    [ -e "$WORKDIR/rl/.done" ] || { $KW rl --model "$(model_of "$START")" --data "$SYN" --steps "$RL_STEPS" \
-        --max-completion-length "$RL_MAX_TOKENS" --gradient-accumulation-steps "$RL_ACCUM" "${RL_INFILL[@]}" \
-        --seed "${START%%-*}" --out "$WORKDIR/rl" --workdir "$WORKDIR"; touch "$WORKDIR/rl/.done"; }
+    if [ -n "$RL_BESIDE_RC" ]; then  # started beside the evaluations: its exit status, once it has one
+        while [ ! -e "$RL_BESIDE_RC" ]; do sleep 5; done
+        [ "$(cat "$RL_BESIDE_RC")" = 0 ] || { echo "kernelwright rl failed: see $WORKDIR/rl.log" >&2; exit 1; }
+    fi
+    run_rl "$START"
     out="$WORKDIR/rl-evaluate-synth" RL_MODEL=$(registered_or_folder "$WORKDIR/rl/final")
     [ -e "$out/.done" ] || [ -e "$out/generations/generation.json" ] || $KW evaluate --model "$RL_MODEL" \
         --suite "synth:heldout_eval" --generate-only --samples "$SAMPLES" --temperature "$TEMPERATURE" \

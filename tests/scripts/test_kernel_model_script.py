@@ -26,7 +26,7 @@ case " $* " in
     " - "*) exec "$REAL_PYTHON" "$@" ;;  # the script's own snippets
     *" -c "*) exit 1 ;;  # the champion check: there is none
     *" base-model pretrain "*) mkdir -p "$(get --out)"; log pretrain - ;;
-    *".cli rl "*) [ -z "${FAIL_RL:-}" ] || exit 4; mkdir -p "$(get --out)/final"
+    *".cli rl "*) log rl-start -; sleep 0.3; [ -z "${FAIL_RL:-}" ] || exit 4; mkdir -p "$(get --out)/final"
                   accum="$(get --gradient-accumulation-steps)"
                   log rl "accum=$accum:infill=$(get --infill-steps):$(basename "$(get --model)")" ;;
     *" synthesize "*) s="$(get --workdir)/synthesize"
@@ -131,3 +131,21 @@ def test_rl_starts_from_the_best_version_with_a_step_of_several_micro_batches(tm
     with pytest.raises(AssertionError):  # a failed RL run stops the recipe; it is not evaluated as if it had ended
         _run(tmp_path, tmp_path / "w3", parallel=1, MODES="plain", RL_STEPS="2", FAIL_RL="1")
     assert not (tmp_path / "w3" / "rl-evaluate-synth").exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
+def test_rl_from_the_only_version_starts_beside_its_evaluations(tmp_path: Path) -> None:
+    def last_check_of_a_version(calls: list[tuple[str, str]]) -> int:
+        return max(i for i, (k, a) in enumerate(calls) if k == "check-end" and a.startswith("evaluate-seed"))
+
+    calls = _run(tmp_path, tmp_path / "w1", parallel=1, MODES="plain", RL_STEPS="2")
+    kinds = [k for k, _ in calls]
+    assert kinds.index("rl-start") < max(i for i, k in enumerate(kinds) if k == "gen-end")  # one version: no choice
+    assert (tmp_path / "w1" / "rl_vs_start.json").is_file() and kinds.count("rl-start") == 1
+    apart = _run(tmp_path, tmp_path / "w2", parallel=1, MODES="plain", RL_STEPS="2", RL_BESIDE="0")
+    assert [k for k, _ in apart].index("rl-start") > last_check_of_a_version(apart)
+    chosen = _run(tmp_path, tmp_path / "w3", parallel=2, MODES="plain region", RL_STEPS="2")
+    assert [k for k, _ in chosen].index("rl-start") > last_check_of_a_version(chosen)  # after the choice
+    with pytest.raises(AssertionError):  # a failed RL run beside the evaluations still stops the recipe
+        _run(tmp_path, tmp_path / "w4", parallel=1, MODES="plain", RL_STEPS="2", FAIL_RL="1")
+    assert not (tmp_path / "w4" / "rl-evaluate-synth").exists()

@@ -48,30 +48,81 @@ class CandidateSources:
 
 def dotted_name(node: ast.AST) -> str:
     """`a.b.c` of a name or attribute chain; "" for anything else (a call, a subscript), whose attributes
-    still follow it (`f().load_inline`: ".load_inline"). A loop: chains may be longer than recursion goes."""
+    still follow it (`f().load_inline`: ".load_inline"). `getattr(a, "b")` with a literal name reads as
+    `a.b`: hiding an attribute behind getattr hides nothing. A loop: chains may be longer than recursion goes."""
     attrs: list[str] = []
-    while isinstance(node, ast.Attribute):
-        attrs.append(node.attr)
-        node = node.value
+    while True:
+        if isinstance(node, ast.Attribute):
+            attrs.append(node.attr)
+            node = node.value
+        elif (named := _getattr_literal(node)) is not None:
+            attrs.append(named[1])
+            node = named[0]
+        else:
+            break
     head = node.id if isinstance(node, ast.Name) else ""
     return ".".join([head, *reversed(attrs)]) if attrs else head
 
 
+def _getattr_literal(node: ast.AST) -> tuple[ast.expr, str] | None:
+    """(object, attribute) of `getattr(obj, "attr")` (a default allowed); None for anything else."""
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+            and len(node.args) in (2, 3) and not node.keywords and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)):
+        return node.args[0], node.args[1].value
+    return None
+
+
 BUILDER_NAMES = frozenset({"load_inline", "load", "RawKernel", "RawModule", "SourceModule"})
+EXTENSION_MODULE = "cpp_extension"
+_PARTIAL = frozenset({"partial", "functools.partial"})
+_ALIAS_DEPTH = 8  # alias chains followed (`a = load_inline; b = a`): longer ones are not an honest file's
+
+
+def _is_builder(name: str) -> bool:
+    head, _, last = name.rpartition(".")
+    return last in BUILDER_NAMES and (last != "load" or head.endswith(EXTENSION_MODULE) or not head)
 
 
 def builder_aliases(tree: ast.Module) -> dict[str, str]:
-    """Local names of the builders a file imports under another name (`from torch.utils.cpp_extension import
-    load_inline as li`: li -> load_inline), so that a call through the alias is read as the builder's."""
-    return {a.asname: a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-            for a in n.names if a.asname and a.name in BUILDER_NAMES and a.asname != a.name}
+    """Local names that stand for a builder or for cpp_extension itself, mapped to what they stand for, so that
+    a call through one is read as the builder's: an import under another name (`from torch.utils.cpp_extension
+    import load_inline as li`: li -> load_inline; `import torch.utils.cpp_extension as ce`), or a name assigned
+    a builder (`build = load_inline`, `build = getattr(cpp_extension, "load_inline")`,
+    `build = functools.partial(load_inline, verbose=False)`)."""
+    aliases: dict[str, str] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom):
+            aliases |= {a.asname: a.name for a in n.names
+                        if a.asname and a.asname != a.name and (a.name in BUILDER_NAMES or a.name == EXTENSION_MODULE)}
+        elif isinstance(n, ast.Import):
+            aliases |= {a.asname: a.name for a in n.names if a.asname and a.name.endswith(EXTENSION_MODULE)}
+    assigned = [(t.id, _builder_reference(n.value)) for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                for t in n.targets if isinstance(t, ast.Name)]
+    for _ in range(_ALIAS_DEPTH):
+        found = {target: resolved for target, value in assigned
+                 if value and _is_builder(resolved := _resolve(value, aliases)) and aliases.get(target) != resolved}
+        if not found:
+            break
+        aliases |= found
+    return aliases
+
+
+def _builder_reference(value: ast.expr) -> str:
+    """The dotted name a right-hand side refers to, seeing through `functools.partial(f, ...)`; "" if none."""
+    if isinstance(value, ast.Call) and dotted_name(value.func) in _PARTIAL and value.args:
+        value = value.args[0]
+    return "" if isinstance(value, ast.Call) and _getattr_literal(value) is None else dotted_name(value)
+
+
+def _resolve(name: str, aliases: dict[str, str]) -> str:
+    head, dot, rest = name.partition(".")
+    return aliases[head] + dot + rest if head in aliases else name
 
 
 def call_name(call: ast.Call, aliases: dict[str, str]) -> str:
-    """`dotted_name` of what `call` calls, a builder imported under another name read as the builder."""
-    name = dotted_name(call.func)
-    head, dot, rest = name.partition(".")
-    return aliases[head] + dot + rest if head in aliases else name
+    """`dotted_name` of what `call` calls, a name that stands for a builder read as the builder."""
+    return _resolve(dotted_name(call.func), aliases)
 
 
 def load_inline_calls(tree: ast.Module) -> list[ast.Call]:

@@ -266,13 +266,24 @@ def _check_tampering(tree: ast.Module, report: StaticReport) -> None:
 
 
 def model_new_classes(tree: ast.Module) -> list[ast.ClassDef]:
-    """The module-level classes whose code runs as ModelNew: the class of that name, or the one bound to it
-    (`ModelNew = FusedModel`), and the file's own classes they inherit from, transitively (a forward in a
-    base class runs as ModelNew's). Empty: the file defines no ModelNew."""
+    """The classes whose code runs as ModelNew: the module-level class of that name, or what the module binds
+    to it from its own code: a class (`ModelNew = FusedModel`), the classes a factory function of the file
+    defines (`ModelNew = make_model()`), the bases of a `type("ModelNew", (Base,), {...})`; and the file's
+    own classes they inherit from, transitively (a forward in a base class runs as ModelNew's). Empty: the
+    file binds no ModelNew of its own code."""
     defs = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
     found = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"]
-    found += [defs[n.value.id] for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
-              and n.value.id in defs and any(isinstance(t, ast.Name) and t.id == "ModelNew" for t in n.targets)]
+    for value in _model_new_values(tree):
+        if isinstance(value, ast.Name) and value.id in defs:
+            found.append(defs[value.id])
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in functions:
+            nested = [n for n in ast.walk(functions[value.func.id]) if isinstance(n, ast.ClassDef)]
+            found += nested
+            defs |= {n.name: n for n in nested if n.name not in defs}
+        elif isinstance(value, ast.Call) and dotted_name(value.func) == "type" and len(value.args) == 3 and \
+                isinstance(value.args[1], ast.Tuple):
+            found += [defs[b.id] for b in value.args[1].elts if isinstance(b, ast.Name) and b.id in defs]
     out: list[ast.ClassDef] = []
     while found:
         cls = found.pop()
@@ -280,6 +291,19 @@ def model_new_classes(tree: ast.Module) -> list[ast.ClassDef]:
             out.append(cls)
             found += [defs[b.id] for b in cls.bases if isinstance(b, ast.Name) and b.id in defs]
     return out
+
+
+def _model_new_values(tree: ast.Module) -> list[ast.expr]:
+    """What module-level assignments bind to the name ModelNew."""
+    return [n.value for n in tree.body if isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "ModelNew" for t in n.targets)]
+
+
+def _no_model_new_detail(tree: ast.Module) -> str:
+    bound = [ast.unparse(v) for v in _model_new_values(tree)]
+    if bound:
+        return f"ModelNew is bound to {bound[-1][:80]}, which is no class this file defines"
+    return "no class ModelNew"
 
 
 def check_source(source: str, require_call: bool = False) -> StaticReport:
@@ -295,7 +319,7 @@ def check_source(source: str, require_call: bool = False) -> StaticReport:
     _check_kernels(tree, report, builds)
     classes = model_new_classes(tree)
     if not classes:
-        report.flag("no_model_new", "no class ModelNew")
+        report.flag("no_model_new", _no_model_new_detail(tree))
     built = _built_names(tree, builds)
     for cls in classes:
         _check_model_new(cls, report, built)

@@ -66,7 +66,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "11"  # 11: a systematic error above 0.5% of the norm is a wrong output, not an approximation;
+JUDGE_VERSION = "12"  # 12: a build through getattr, a name assigned the builder, a partial or a module alias
+# is a build; getattr with a literal name reads as the attribute everywhere (torch ops, tampering); ModelNew made
+# by a factory function or type() of the file is checked as ModelNew;
+# 11: a systematic error above 0.5% of the norm is a wrong output, not an approximation;
 # a precision downgrade (a cheat class) needs an output large enough to read its error's shape (128 elements);
 # 10: a build handed to an executor or thread, or through an imported alias, is a build;
 # ModelNew bound to a class of the file, and the file's base classes of ModelNew, checked as ModelNew;

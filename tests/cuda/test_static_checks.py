@@ -112,3 +112,70 @@ def test_a_helper_that_swallows_the_kernels_failure_is_a_fallback() -> None:
         "    except OSError:\n        return ''\n"
     for source in (reraising, unrelated):
         assert check_source(source).ok, check_source(source).details
+
+
+FALLBACK = "        try:\n            return ext.run(x)\n        except Exception:\n            return x * 2"
+HONEST_BODY = "        return ext.run(x.contiguous())"
+
+
+def _factory(source: str) -> str:
+    """GOOD's ModelNew made by a factory function of the file."""
+    body = source[source.index("class ModelNew:"):]
+    nested = "".join(f"    {line}\n" if line else "\n" for line in body.replace("class ModelNew:", "class _Made:")
+                     .splitlines())
+    return source[:source.index("class ModelNew:")] + "def make_model():\n" + nested + "    return _Made\n" + \
+        "ModelNew = make_model()\n"
+
+
+def test_model_new_from_a_factory_or_type_of_the_file_is_checked_as_model_new() -> None:
+    """`ModelNew = make_model()` with make_model in the file, and `type("ModelNew", (Base,), {})`, bind a class
+    the file defines: they were rejected as no_model_new; their code is checked as ModelNew's."""
+    def typed(source: str) -> str:
+        return source.replace("class ModelNew:", "class _Base:") + 'ModelNew = type("ModelNew", (_Base,), {})\n'
+
+    for bind in (_factory, typed):
+        honest = bind(GOOD)
+        assert check_source(honest, require_call=True).ok, check_source(honest).details
+        assert "fallback_try_except" in check_source(bind(GOOD.replace(HONEST_BODY, FALLBACK))).reasons, honest
+        torch_op = bind(GOOD.replace("ext.run(x.contiguous())", "torch.matmul(x, x)"))
+        assert "fallback_torch_op" in check_source(torch_op).reasons, honest
+    unknown = check_source(GOOD.replace("class ModelNew:", "class Fused:") + "ModelNew = make_model()\n")
+    assert unknown.by_reason["no_model_new"] == [
+        "ModelNew is bound to make_model(), which is no class this file defines"]
+
+
+BUILD = 'ext = load_inline(name="e", cpp_sources="", cuda_sources=src, functions=["run"])'
+IMPORT = "from torch.utils.cpp_extension import load_inline"
+BUILD_SPELLINGS = {  # (import line, build line) of the same build
+    "getattr": ("from torch.utils import cpp_extension", BUILD.replace(
+        "load_inline(", 'getattr(cpp_extension, "load_inline")(')),
+    "getattr, assigned": ("from torch.utils import cpp_extension", 'build = getattr(cpp_extension, "load_inline")\n'
+                          + BUILD.replace("load_inline(", "build(")),
+    "assigned": (IMPORT, "build = load_inline\nagain = build\n" + BUILD.replace("load_inline(", "again(")),
+    "partial": (IMPORT + "\nimport functools", "build = functools.partial(load_inline, verbose=False)\n"
+                + BUILD.replace("load_inline(", "build(")),
+    "module alias": ("import torch.utils.cpp_extension as ce", BUILD.replace("load_inline(", "ce.load_inline(")),
+    "module imported under another name": ("from torch.utils import cpp_extension as ce",
+                                           BUILD.replace("load_inline(", "ce.load_inline(")),
+}
+
+
+def test_a_build_under_any_spelling_is_a_build() -> None:
+    """A build through getattr, a name assigned the builder, a partial or a module alias was no build at all
+    (`no_kernel`) for an honest file; a build so spelt that swallows its failure was not a fallback."""
+    for spelling, (imports, build) in BUILD_SPELLINGS.items():
+        honest = GOOD.replace(IMPORT, imports).replace(BUILD, build)
+        assert check_source(honest, require_call=True).ok, (spelling, check_source(honest, require_call=True).details)
+        guarded = honest.replace(build, "try:\n" + "".join(f"    {ln}\n" for ln in build.splitlines()) +
+                                 "except Exception:\n    ext = None")
+        assert "fallback_try_except" in check_source(guarded).reasons, spelling
+
+
+def test_torch_compute_and_tampering_behind_getattr_are_seen() -> None:
+    hidden = GOOD.replace("return ext.run(x.contiguous())", 'return getattr(torch, "matmul")(x, x)')
+    assert check_source(hidden).reasons == ["fallback_torch_op"]
+    nested = GOOD.replace("return ext.run(x.contiguous())",
+                          'return getattr(getattr(torch, "nn").functional, "gelu")(x)')
+    assert check_source(nested).reasons == ["fallback_torch_op"]
+    patched = GOOD + 'getattr(torch, "cuda").Event = object\n'
+    assert "harness_tampering" in check_source(patched).reasons

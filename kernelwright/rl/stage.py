@@ -39,6 +39,7 @@ from kernelwright.generation import end_loops_with_eos
 from kernelwright.models import load_base_model, load_model, load_tokenizer, resolve_ref
 from kernelwright.rl.config import RLConfig
 from kernelwright.rl.curriculum import INFILL, curriculum_items, load_curriculum, rows
+from kernelwright.rl.curves import report
 from kernelwright.rl.judge_reward import JudgeReward
 from kernelwright.rl.judging import Judge, pick_judge, reward_mode
 from kernelwright.rl.resume import checkpoint_to_resume, out_dir, resumable_run_id
@@ -207,6 +208,7 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None) -> RLResult:
     if run is not None:
         mlflow.log_metrics(summary, step=trainer.state.global_step)
         version = register(cfg, final, tokenizer, mode) if cfg.register else None
+        log_curves(run.info.run_id, out)
     return RLResult(model_dir=out / "final", run_id=run.info.run_id if run else None, registered_version=version,
                     reward_mode=mode, global_step=trainer.state.global_step, resumed_from=last,
                     completions=stats.completions, cheat_rate=stats.cheat_rate,
@@ -214,6 +216,13 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None) -> RLResult:
                     mean_reward=stats.reward_sum / stats.completions if stats.completions else 0.0,
                     reasons=dict(stats.reasons), train_runtime_s=float(result.metrics.get("train_runtime", 0.0)),
                     reward_s=stats.reward_s)
+
+
+def log_curves(run_id: str, out: Path) -> None:
+    """The run's curves (curves.py) as `rl_curves.png` and their summary as `rl_curves.json` in the run."""
+    summary = report(MlflowClient(), run_id, out / "rl_curves.png")
+    mlflow.log_artifact(str(out / "rl_curves.png"))
+    mlflow.log_dict({k: v for k, v in summary.items() if k != "series"}, "rl_curves.json")
 
 
 def save_final(model: Any, tokenizer: PreTrainedTokenizerBase, dest: Path) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,12 @@ def test_a_killed_run_resumes_from_its_checkpoint_into_the_same_mlflow_run(data:
                  "reason/result_caching", "reason/ok", "rl/cheat_rate", "rl/cheat_positive", "kl", "rl/reward_s"):
         assert name in run.data.metrics, name
     assert run.data.metrics["rl/cheat_positive"] == 0
+    curves = client.download_artifacts(first_run, "rl_curves.json", str(tmp_path / "curves"))
+    summary = json.loads(Path(curves).read_text())  # the curves of all four steps, the resumed ones included
+    assert summary["steps"] == 4 and summary["completions"] == 16 and summary["phase_turn_step"] == 2
+    assert summary["judge_share_of_step_mean"] is not None and 0 < summary["judge_share_of_step_mean"] <= 1
+    assert (out / "rl_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "rl_curves.png" in [a.path for a in client.list_artifacts(first_run)]
     samples = [a.path for a in client.list_artifacts(first_run, "samples")]
     assert samples == [f"samples/step_{n:06d}.json" for n in (1, 2, 3, 4)]
     version = client.get_model_version(REGISTERED_MODEL, "1")

@@ -30,8 +30,7 @@ from transformers import (
     StoppingCriteriaList,
 )
 
-LOOP_WINDOW = 256  # tokens: a loop is caught once this many in a row repeat one unit
-LOOP_MAX_PERIOD = 64  # tokens: the longest repeating unit looked for (two or three lines of code)
+from kernelwright.loop_limits import LOOP_MAX_PERIOD, LOOP_WINDOW
 
 
 def generate_kwargs(max_new_tokens: int, temperature: float, top_p: float | None, pad_token_id: int | None,

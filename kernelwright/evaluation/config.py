@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kernelwright.evaluation.candidates import BUILTIN
+from kernelwright.loop_limits import LOOP_TEST
 from kernelwright.verifier.ray_fanout import DEFAULT_GPU_FRACTION, GPU_FRACTION_HELP, RAY_HELP, check_gpu_fraction
 from kernelwright.workdir import TRACKING_URI_HELP
 
@@ -34,7 +35,7 @@ class EvaluateConfig:
                 "99%% of the seed solutions in the `small` base's tokens (whole kernels; 384 held none)."})
     temperature: float = field(default=0.0, metadata={"help": "Sampling temperature; 0: greedy."})
     stop_loops: bool = field(default=True, metadata={
-        "help": "End a completion once its last 256 tokens repeat one unit of at most 64 tokens (a repetition "
+        "help": f"End a completion once {LOOP_TEST} (a repetition "
                 "loop, which can only run to the budget and fail to parse) instead of at the budget; off: "
                 "every completion runs to its end-of-sequence token or the budget."})
     static_cache: bool = field(default=False, metadata={

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kernelwright.errors import UsageError
+from kernelwright.loop_limits import LOOP_TEST
 from kernelwright.rl.reward import (
     CHEAT_PENALTY,
     COMPILE,
@@ -51,7 +52,7 @@ class RLConfig:
                 "of the synthesized solutions in the `small` base's tokens)."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of the completions (> 0)."})
     stop_loops: bool = field(default=True, metadata={
-        "help": "End a rollout caught in a repetition loop (its last 256 tokens repeat one unit of at most 64) with "
+        "help": f"End a rollout caught in a repetition loop ({LOOP_TEST}) with "
                 "the end-of-sequence token instead of at max_completion_length, which a loop can only reach to "
                 "fail to parse while it holds its whole generation batch. false: rollouts run to their end."})
     reward_format: float = field(default=FORMAT, metadata={

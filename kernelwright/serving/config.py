@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from kernelwright.cuda.compile_result import HOST_FRONTENDS
+from kernelwright.loop_limits import LOOP_TEST
 from kernelwright.workdir import TRACKING_URI_HELP, redacted
 
 DEFAULT_MODEL = "models:/kernelwright-coder@champion"
@@ -70,8 +71,8 @@ class ServeConfig:
                 "prompt makes a call's attention grow with rows x length squared: on a CPU, 16 rows of ~600-token "
                 "kernel prompts made the most requests a second, 32 fewer. 0: one request at a time."})
     stop_loops: bool = field(default=True, metadata={
-        "help": "With sequential batching, end a candidate caught in a repetition loop (its last 256 tokens repeat "
-                "one unit of at most 64 tokens, as evaluation's --stop-loops) there, with finish_reason length, "
+        "help": f"With sequential batching, end a candidate caught in a repetition loop ({LOOP_TEST}, "
+                "as evaluation's --stop-loops) there, with finish_reason length, "
                 "instead of at max_new_tokens: a small model's loop otherwise holds its whole generate call to the "
                 "largest budget. false: every candidate runs to its end-of-sequence token or budget."})
     cb_num_blocks: int = field(default=256, metadata={

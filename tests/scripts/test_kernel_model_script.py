@@ -66,7 +66,7 @@ def _run(tmp_path: Path, workdir: Path, parallel: int, **extra: str) -> list[tup
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
 def test_the_recipes_order_of_work_gating_and_resumption(tmp_path: Path) -> None:
     workdir = tmp_path / "model work"
-    calls = _run(tmp_path, workdir, parallel=3)
+    calls = _run(tmp_path, workdir, parallel=3, TRAIN_INFILL="1")
     kinds = [k for k, _ in calls]
     args = dict.fromkeys(kinds)
     assert sorted(a for k, a in calls if k == "curate") == ["confident:curated-confident",
@@ -91,13 +91,13 @@ def test_the_recipes_order_of_work_gating_and_resumption(tmp_path: Path) -> None
     assert (workdir / "synthesize" / "heldout_eval_solutions").is_dir()
     assert (workdir / "evaluate-seed0-cusetA-infill" / "results.json").is_file()
     assert "nll" in args and kinds[-1] == "table"  # no champion: no evaluation of it, no server
-    again = [k for k, _ in _run(tmp_path, workdir, parallel=3)]
+    again = [k for k, _ in _run(tmp_path, workdir, parallel=3, TRAIN_INFILL="1")]
     assert again == ["pretrain", "table"]  # pretraining reuses its base itself; nothing else is redone
 
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
 def test_whole_kernels_only_leaves_the_infill_tasks_out_of_training(tmp_path: Path) -> None:
-    with_infill = _run(tmp_path, tmp_path / "w1", parallel=2, MODES="plain")
+    with_infill = _run(tmp_path, tmp_path / "w1", parallel=2, MODES="plain", TRAIN_INFILL="1")
     assert [a for k, a in with_infill if k == "curate-infill"] == ["curated-uncertain:4"]
     calls = _run(tmp_path, tmp_path / "w2", parallel=2, MODES="plain cusetSoft", TRAIN_INFILL="0")
     assert not [a for k, a in calls if k == "curate-infill"]
@@ -116,6 +116,8 @@ def test_a_share_of_the_infill_tasks_is_drawn_once(tmp_path: Path) -> None:
     drawn = sorted(p.name for p in (workdir / "synthesize" / "infill" / "train-share0.5").iterdir())
     _run(tmp_path, workdir, parallel=1, MODES="plain", TRAIN_INFILL="0.5")
     assert sorted(p.name for p in (workdir / "synthesize" / "infill" / "train-share0.5").iterdir()) == drawn
+    default = _run(tmp_path, tmp_path / "w4", parallel=1, MODES="plain")  # a fifth of them unless told
+    assert [a for k, a in default if k == "curate-infill"] == ["curated-uncertain-infill0.2:1"]
     bad = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "w3")], cwd=ROOT, capture_output=True, text=True,
                          env={"PATH": "/usr/bin:/bin", "SMOKE": "1", "TRAIN_INFILL": "half", "PYTHON": "true"})
     assert bad.returncode == 2 and "TRAIN_INFILL must be" in bad.stderr

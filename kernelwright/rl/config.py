@@ -78,6 +78,10 @@ class RLConfig:
     verify_jobs: int = field(default=8, metadata={"help": "Candidates verified at once."})
     verify_timeout_s: float = field(default=300.0, metadata={
         "help": "Wall-clock limit per candidate's verification, build included, in seconds."})
+    timing_budget_s: float = field(default=0.25, metadata={
+        "help": "Seconds of timed trials per model and shape (at least 10 trials either way) for the speed part. "
+                "Every candidate's timing holds the judge's timing lock, and the reward needs a clipped ratio, not "
+                "evaluation's figure (1.0 s there): on an H100 the judge took 227 of a 325 s step at 1.0 s."})
     samples_every: int = field(default=10, metadata={
         "help": "Log a table of prompts, completions, verdicts and rewards every N steps; 0: never."})
     logging_steps: int = field(default=1, metadata={"help": "Log metrics every N steps."})
@@ -123,6 +127,8 @@ class RLConfig:
             raise UsageError("max_completion_length and temperature must be positive")
         if self.verify_jobs <= 0 or not self.verify_timeout_s > 0:
             raise UsageError("verify_jobs and verify_timeout_s must be positive")
+        if not self.timing_budget_s >= 0:  # NaN too
+            raise UsageError(f"timing_budget_s must be 0 or more seconds, not {self.timing_budget_s}")
         if self.samples_every < 0 or self.logging_steps <= 0 or self.save_steps <= 0:
             raise UsageError("logging_steps and save_steps must be positive, samples_every >= 0")
         self.weights()  # the reward weights are checked too

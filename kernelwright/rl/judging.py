@@ -59,9 +59,9 @@ def pick_judge(cfg: RLConfig) -> Judge:
 
 
 def rl_verify_config(cfg: RLConfig) -> VerifyConfig:
-    """The judge's protocol for RL candidates: the defaults, the run's time limit, no torch.compile baseline (the
-    speedup is over the eager reference either way)."""
-    return VerifyConfig(timeout_s=cfg.verify_timeout_s, compile_baseline=False)
+    """The judge's protocol for RL candidates: the defaults, the run's time limit and timing budget, no
+    torch.compile baseline (the speedup is over the eager reference either way)."""
+    return VerifyConfig(timeout_s=cfg.verify_timeout_s, timing_budget_s=cfg.timing_budget_s, compile_baseline=False)
 
 
 def gpu_judge(base: VerifyConfig, jobs: int) -> Judge:

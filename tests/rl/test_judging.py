@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kernelwright.cuda.compile_result import CompileCheckSettings
-from kernelwright.errors import NoCudaDevice
+from kernelwright.errors import NoCudaDevice, UsageError
 from kernelwright.rl import judging
 from kernelwright.rl.config import RLConfig
 from kernelwright.rl.judging import JudgeItem, gpu_judge, nvrtc_static_judge, pick_judge, reward_mode
@@ -67,3 +67,13 @@ def test_the_reward_mode_follows_the_machine(monkeypatch: pytest.MonkeyPatch) ->
         pick_judge(RLConfig(reward_mode="gpu_judge"))
     monkeypatch.setattr(judging, "cuda_available", lambda: True)
     assert reward_mode(RLConfig()) == "gpu_judge"
+
+
+def test_the_gpu_judge_times_with_the_runs_budget_and_no_compile_baseline() -> None:
+    """Every candidate's timing holds the judge's timing lock: RL times with its own, shorter budget."""
+    cfg = judging.rl_verify_config(RLConfig(verify_timeout_s=120.0))
+    assert (cfg.timing_budget_s, cfg.timeout_s, cfg.compile_baseline) == (0.25, 120.0, False)
+    assert judging.rl_verify_config(RLConfig(timing_budget_s=1.0)).timing_budget_s == 1.0
+    for bad in (-0.1, float("nan")):
+        with pytest.raises(UsageError, match="timing_budget_s"):
+            RLConfig(timing_budget_s=bad)

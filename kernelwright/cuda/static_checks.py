@@ -300,10 +300,13 @@ def _model_new_values(tree: ast.Module) -> list[ast.expr]:
 
 
 def _no_model_new_detail(tree: ast.Module) -> str:
-    bound = [ast.unparse(v) for v in _model_new_values(tree)]
-    if bound:
-        return f"ModelNew is bound to {bound[-1][:80]}, which is no class this file defines"
-    return "no class ModelNew"
+    values = _model_new_values(tree)
+    if not values:
+        return "no class ModelNew"
+    value = values[-1]  # named without unparsing it: a candidate's expression may nest past recursion's limit
+    named = dotted_name(value.func if isinstance(value, ast.Call) else value)
+    what = f"{named[:80]}()" if named and isinstance(value, ast.Call) else named[:80] or f"a {type(value).__name__}"
+    return f"ModelNew is bound to {what}, which is no class this file defines"
 
 
 def check_source(source: str, require_call: bool = False) -> StaticReport:

@@ -37,7 +37,7 @@
 # MODES ("plain region cuset cusetA"; cusetSoft too on request), MASK_FLOOR (0.1), SAMPLES (1),
 # EVAL_PROBLEMS (100), MAX_NEW_TOKENS (3072), TEMPERATURE (0.2), EVAL_BATCH (64), TRAIN_BATCH (32),
 # PARALLEL (2), GEN_PARALLEL (4), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), RL_STEPS (0),
-# RL_MAX_TOKENS (MAX_NEW_TOKENS), RL_ACCUM (8), RL_BESIDE (1), STATIC_CACHE (true; false: the dynamic cache),
+# RL_MAX_TOKENS (MAX_NEW_TOKENS), RL_ACCUM (8), RL_BESIDE (1), CHECK_COMPILE_BASELINE (false), STATIC_CACHE (true; false: the dynamic cache),
 # TRAIN_INFILL (0.2: a fifth of the infill tasks in training; 1: every one; 0: whole kernels only, and no infill
 # evaluation),
 # CHECKPOINTING (unset: train's default, on with a GPU; false trades ~3x the activation memory for ~15% of the time),
@@ -82,7 +82,9 @@ CHECKPOINTING="${CHECKPOINTING:+--gradient-checkpointing $CHECKPOINTING}"
 # sampling temperature of the evaluations: at 0.7 a 2.3-epoch model drew a name at its use other than
 # the one it had declared in 7 of 30 held-out compositions; the figures are pass@1 at this temperature
 TEMPERATURE="${TEMPERATURE:-0.2}"
-CHECK_JOBS=$(( $(nproc) / PARALLEL > 0 ? $(nproc) / PARALLEL : 1 ))  # judge workers per evaluation: the cores shared out
+# the judge's torch.compile baseline of each problem's reference (a figure none of the tables here use): ~23 s of
+# compiling on the host per correct candidate (H100 run); true adds it back
+CHECK_COMPILE_BASELINE="${CHECK_COMPILE_BASELINE:-false}"
 PY="${PYTHON:-.venv/bin/python}"
 KW="$PY -m kernelwright.cli"
 BASE="$WORKDIR/base"
@@ -232,7 +234,8 @@ check_version() {  # SEED-MODE-SUITE; only the compositions' evaluations gate
     [ -e "$out/.done" ] && return 0
     [ "$suite" = synth ] && gate=
     $KW evaluate --model "$(model_of "$v")" --suite "$suite:heldout_eval" --generations "$out/generations" \
-        --samples "$SAMPLES" --seed "${v%%-*}" --jobs "$CHECK_JOBS" $gate --out "$out" --workdir "$WORKDIR"
+        --samples "$SAMPLES" --seed "${v%%-*}" --jobs "$CHECK_JOBS" --compile-baseline "$CHECK_COMPILE_BASELINE" $gate \
+        --out "$out" --workdir "$WORKDIR"
     touch "$out/.done"
 }
 
@@ -242,6 +245,11 @@ check_in_turn() { local v; for v in "$@"; do check_version "$v"; done; }
 # H100, 251 s of generation), so TRAIN_INFILL=0 evaluates the held-out compositions only
 SUITES="synth infill"
 [ "$TRAIN_INFILL" != 0 ] || SUITES=synth
+# judge workers per evaluation: the cores shared out among the checks that run at once, the compositions' one at a
+# time beside PARALLEL of the infill suite's
+CHECK_JOBS=$(( $(nproc) / (PARALLEL + 1) ))
+[ "$SUITES" != synth ] || CHECK_JOBS=$(nproc)
+[ "$CHECK_JOBS" -gt 0 ] || CHECK_JOBS=1
 read -r -a SEED_LIST <<< "$SEEDS"
 TRAINED=()
 for s in "${SEED_LIST[@]}"; do for m in $MODES; do TRAINED+=("$s-$m"); done; done
@@ -273,14 +281,19 @@ done
 PARALLEL="$GEN_PARALLEL" side_by_side generate_version "${VERSIONS[@]}"
 FINALS=()
 for v in "${TRAINED[@]}"; do FINALS+=("$(final_of "$v")"); done
-[ -e "$WORKDIR/heldout_nll_synth.json" ] || PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/heldout_token_nll.py \
-    --data "$WORKDIR/curated-heldout" "${FINALS[@]}" --json "$WORKDIR/heldout_nll_synth.json"
+heldout_nll() {  # teacher forcing of every version on the held-out pairs: a minute, mostly the process's start
+    [ -e "$WORKDIR/heldout_nll_synth.json" ] || PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/heldout_token_nll.py \
+        --data "$WORKDIR/curated-heldout" "${FINALS[@]}" --json "$WORKDIR/heldout_nll_synth.json"
+}
+heldout_nll &  # beside the checks, which are the host's and the judge's work more than the GPU's
+NLL_PID=$!
 SYNTH_CHECKS=() INFILL_CHECKS=()
 for v in "${VERSIONS[@]}"; do if [ "${v##*-}" = synth ]; then SYNTH_CHECKS+=("$v"); else INFILL_CHECKS+=("$v"); fi; done
 check_in_turn "${SYNTH_CHECKS[@]}" &  # one after another: each gate sees the champion the last one left
 SYNTH_PID=$!
-side_by_side check_version "${INFILL_CHECKS[@]}"
+side_by_side check_version "${INFILL_CHECKS[@]}"  # beside them
 wait "$SYNTH_PID"
+wait "$NLL_PID"
 PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/cuset_ablation.py "$WORKDIR" \
     --json "$WORKDIR/cuset_ablation.json" --png "$WORKDIR/cuset_ablation.png" --markdown "$WORKDIR/cuset_ablation.md" \
     --tracking-uri "$MLFLOW_TRACKING_URI" || \
@@ -290,7 +303,7 @@ CHAMPION="models:/kernelwright-coder@champion"
 if "$PY" -c "from mlflow import MlflowClient; MlflowClient().get_model_version_by_alias('kernelwright-coder', 'champion')" 2>/dev/null; then
     out="$WORKDIR/champion-seed-heldout"
     [ -e "$out/.done" ] || { $KW evaluate --model "$CHAMPION" --samples "$SEED_SAMPLES" --temperature "$TEMPERATURE" \
-        --max-new-tokens "$MAX_NEW_TOKENS" --static-cache "$STATIC_CACHE" \
+        --max-new-tokens "$MAX_NEW_TOKENS" --static-cache "$STATIC_CACHE" --compile-baseline "$CHECK_COMPILE_BASELINE" \
         --batch-size "$EVAL_BATCH" --no-gate --out "$out" --workdir "$WORKDIR"; touch "$out/.done"; }
     if [ ! -e "$WORKDIR/serve_compile_rate.json" ]; then
         $KW serve > "$WORKDIR/serve.log" 2>&1 &  # every default: the champion of this work folder's registry
@@ -331,7 +344,8 @@ if [ "$RL_STEPS" -gt 0 ] && START=$(best_version); then
         --max-new-tokens "$MAX_NEW_TOKENS" --static-cache "$STATIC_CACHE" \
         --batch-size "$EVAL_BATCH" --seed "${START%%-*}" --out "$out" --workdir "$WORKDIR"
     [ -e "$out/.done" ] || { $KW evaluate --model "$RL_MODEL" --suite "synth:heldout_eval" --generations "$out/generations" \
-        --samples "$SAMPLES" --seed "${START%%-*}" --jobs "$(nproc)" --out "$out" --workdir "$WORKDIR"; touch "$out/.done"; }
+        --samples "$SAMPLES" --seed "${START%%-*}" --jobs "$(nproc)" --compile-baseline "$CHECK_COMPILE_BASELINE" \
+        --out "$out" --workdir "$WORKDIR"; touch "$out/.done"; }
     "$PY" - "$WORKDIR/evaluate-seed$START-synth/results.json" "$out/results.json" "$START" "$RL_MODEL" \
         "$WORKDIR/rl_vs_start.json" <<'PY'
 import json, sys

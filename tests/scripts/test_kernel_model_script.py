@@ -48,7 +48,8 @@ case " $* " in
                            mkdir -p "$o/generations"; echo '{}' > "$o/generations/generation.json"
                            log gen-end "$(basename "$o")" ;;
     *" --generations "*) o="$(get --out)"; g=gate; [[ " $* " == *" --no-gate "* ]] && g=no-gate
-                         log check-start "$(basename "$o"):$g:jobs=$(get --jobs)"; sleep 0.2
+                         log check-start "$(basename "$o"):$g:jobs=$(get --jobs):baseline=$(get --compile-baseline)"
+                         sleep 0.2
                          echo '{"metrics": {"fast_0": 0.0, "compile_rate": 0.5}}' > "$o/results.json"
                          log check-end "$(basename "$o")" ;;
     *cuset_ablation*) log table - ;;
@@ -79,8 +80,8 @@ def test_the_recipes_order_of_work_gating_and_resumption(tmp_path: Path) -> None
                                                                        if k == "check-start")
     checks = [a for k, a in calls if k == "check-start"]
     assert len(checks) == 8 and kinds.count("gen-start") == 8
-    jobs = max(1, int(subprocess.run(["nproc"], capture_output=True, text=True).stdout) // 3)
-    assert all(c.endswith(f":jobs={jobs}") for c in checks)
+    jobs = max(1, int(subprocess.run(["nproc"], capture_output=True, text=True).stdout) // 4)  # 3 infill + 1 synth
+    assert all(c.endswith(f":jobs={jobs}:baseline=false") for c in checks)
     assert {c.split(":")[1] for c in checks if "-synth:" in c} == {"gate"}
     assert {c.split(":")[1] for c in checks if "-infill:" in c} == {"no-gate"}
     synth_running = 0
@@ -88,6 +89,9 @@ def test_the_recipes_order_of_work_gating_and_resumption(tmp_path: Path) -> None
         if arg.split(":")[0].endswith("-synth"):
             synth_running += {"check-start": 1, "check-end": -1}.get(kind, 0)
             assert synth_running <= 1
+    first_infill = min(i for i, (k, a) in enumerate(calls) if k == "check-start" and "-infill:" in a)
+    last_synth = max(i for i, (k, a) in enumerate(calls) if k == "check-end" and a.endswith("-synth"))
+    assert first_infill < last_synth  # the infill checks run beside the compositions', not after them
     assert (workdir / "synthesize" / "heldout_eval_solutions").is_dir()
     assert (workdir / "evaluate-seed0-cusetA-infill" / "results.json").is_file()
     assert "nll" in args and kinds[-1] == "table"  # no champion: no evaluation of it, no server
@@ -151,3 +155,15 @@ def test_rl_from_the_only_version_starts_beside_its_evaluations(tmp_path: Path) 
     with pytest.raises(AssertionError):  # a failed RL run beside the evaluations still stops the recipe
         _run(tmp_path, tmp_path / "w4", parallel=1, MODES="plain", RL_STEPS="2", FAIL_RL="1")
     assert not (tmp_path / "w4" / "rl-evaluate-synth").exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
+def test_one_version_checks_both_suites_at_once_with_the_cores_shared(tmp_path: Path) -> None:
+    """The infill suite's check waited for the compositions' (side_by_side counted their job as its own)."""
+    calls = _run(tmp_path, tmp_path / "w", parallel=1, MODES="plain")
+    starts = {a.split(":")[0]: i for i, (k, a) in enumerate(calls) if k == "check-start"}
+    ends = {a: i for i, (k, a) in enumerate(calls) if k == "check-end"}
+    assert starts["evaluate-seed0-plain-infill"] < ends["evaluate-seed0-plain-synth"]
+    assert starts["evaluate-seed0-plain-synth"] < ends["evaluate-seed0-plain-infill"]
+    jobs = max(1, int(subprocess.run(["nproc"], capture_output=True, text=True).stdout) // 2)
+    assert {a.split(":")[2] for k, a in calls if k == "check-start"} == {f"jobs={jobs}"}

@@ -24,11 +24,12 @@ values was stored in one: lower precision, whatever the shape (`half_values_shar
 
 An error that is mostly a wrong scale (out = 1.01 x the truth) is neither: rounding, even
 truncation to bfloat16, scales by less than 1/128. Nor is a systematic error above
-`APPROXIMATION_MAX_REL` of the output's norm: approximations written into kernels (GELU's tanh
-form, fast exp, sigmoid, reciprocal, a polynomial erf) stay within ~1e-3 relative, tanh-GELU within
-1e-4 to 3e-4; an error of a percent that follows the true value is another function (an op the
-problem does not have, a wrong constant): a wrong output, and never a precision downgrade, which is
-a cheat class.
+`APPROXIMATION_MAX_REL` of the output's norm: approximations written into kernels stay far below
+it (tanh-GELU 1e-4 to 3e-4, a degree-3 polynomial exp in a softmax 7e-5), while an op the problem
+does not have can be near the identity where the output lies (mish around a row max: 2e-3 to 5e-3)
+and coarse approximations are a percent off (x * sigmoid(1.702 x) for GELU: 1e-2). An error above it
+that follows the true value is another function (an op the problem does not have, a wrong
+constant): a wrong output, and never a precision downgrade, which is a cheat class.
 
 `error_kind`: "lower_precision", "approximation", "other_function" (a wrong output that follows the
 true value: another function) or "" (a plain wrong output).
@@ -44,7 +45,7 @@ from kernelwright.verifier.tolerance import FP64, Judgement, lower_precision
 LOWER = "lower_precision"
 APPROXIMATION = "approximation"
 OTHER_FUNCTION = "other_function"  # a wrong output whose error follows the true value: another function
-APPROXIMATION_MAX_REL = 5e-3  # relative L2 error: ~16x what GELU's tanh form leaves
+APPROXIMATION_MAX_REL = 2e-3  # relative L2 error: ~10x what GELU's tanh form leaves
 MIN_BIN = 16  # elements per bin of systematic_share: pure noise carries ~1/16 of the energy, far below 0.4
 MIN_BINS = 8
 

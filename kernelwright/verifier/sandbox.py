@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -49,10 +50,19 @@ def _write_rights(abi: int) -> int:
     return rights
 
 
-@functools.cache
+_RUNNER_USER_LOCK = threading.Lock()
+
+
 def runner_user() -> tuple[int, int, str] | None:
     """(uid, gid, name) of the user the runner runs as when the judge is root and that user can run
-    this Python and import torch and this package (a probe, once per process); None otherwise."""
+    this Python and import torch and this package; None otherwise. Probed once per process, however
+    many of `verify_many`'s threads ask at once (each probe imports torch as that user: seconds of CPU)."""
+    with _RUNNER_USER_LOCK:
+        return _probed_runner_user()
+
+
+@functools.cache
+def _probed_runner_user() -> tuple[int, int, str] | None:
     if os.geteuid() != 0:
         return None
     try:

@@ -81,10 +81,38 @@ def test_a_user_that_cannot_start_the_runner_is_said_loudly(monkeypatch: pytest.
                                                            caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
     monkeypatch.setattr(sandbox, "_why_not_run_as", lambda uid, gid: "ModuleNotFoundError: No module named 'torch'")
-    sandbox.runner_user.cache_clear()
+    sandbox._probed_runner_user.cache_clear()
     try:
         with caplog.at_level("WARNING", logger="kernelwright.verifier.sandbox"):
             assert sandbox.runner_user() is None
     finally:
-        sandbox.runner_user.cache_clear()
+        sandbox._probed_runner_user.cache_clear()
     assert "share the judge's user" in caplog.text and "No module named 'torch'" in caplog.text
+
+
+def test_threads_that_ask_at_once_share_one_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify_many's threads each build a spec at once: every one of them probed the runner's user (16
+    imports of torch as that user, and 16 warnings, per evaluation on an H100 host)."""
+    import threading
+    import time
+
+    probes: list[int] = []
+
+    def slow_probe(uid: int, gid: int) -> str:
+        probes.append(uid)
+        time.sleep(0.2)
+        return ""
+
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(sandbox, "_why_not_run_as", slow_probe)
+    sandbox._probed_runner_user.cache_clear()
+    try:
+        found: list[object] = []
+        threads = [threading.Thread(target=lambda: found.append(sandbox.runner_user())) for _ in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sandbox._probed_runner_user.cache_clear()
+    assert len(probes) == 1 and len(found) == 8 and len(set(found)) == 1 and found[0] is not None

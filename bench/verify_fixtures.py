@@ -1,10 +1,13 @@
 """Every verification fixture (cheats, faults, honest) and some honest seed solutions, on a GPU.
 
     python bench/verify_fixtures.py --jobs 8 --json out.json [--seeds 12 | --seeds all] [--no-split-build]
+    python bench/verify_fixtures.py --jobs 16 --runs 3 --json out.json     # the same set three times
 
 Prints one line per candidate (expected reason, verdict, detail) and the pass counts; exit 1 if
 any verdict differs from its expectation. The honest candidates run after the faults in the same
-evaluation, so a fault that leaked into later workers would show up as a failed honest one.
+evaluation, so a fault that leaked into later workers would show up as a failed honest one. With
+`--runs N` the whole set runs N times, each with a fresh build cache; the summary names every
+candidate whose verdict was not its expected one in every run (`unstable`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 
 from kernelwright.seed import load_seed_tasks
 from kernelwright.verifier.config import VerifyConfig
-from kernelwright.verifier.verdict import Verdict, median_phase_s
+from kernelwright.verifier.verdict import JUDGE_VERSION, Verdict, median_phase_s
 from kernelwright.verifier.verify import verify_many
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "verify"
@@ -49,14 +52,8 @@ def cases(n_seeds: int | None, cache: str, split: bool) -> list[tuple[str, str, 
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--jobs", type=int, default=8)
-    ap.add_argument("--seeds", default="12", help="honest seed solutions to add (one per category), or 'all'")
-    ap.add_argument("--no-split-build", dest="split_build", action="store_false",
-                    help="build every candidate as written (default: the split build where it applies)")
-    ap.add_argument("--json", type=Path, default=None)
-    args = ap.parse_args()
+def run_once(args: argparse.Namespace, label: str) -> tuple[list[dict], list[Verdict], float]:
+    """One pass over every case with a fresh build cache: (rows, verdicts, wall seconds)."""
     with tempfile.TemporaryDirectory(prefix="kw_builds_") as cache:
         todo = cases(None if args.seeds == "all" else int(args.seeds), cache, args.split_build)
         start = time.perf_counter()
@@ -64,7 +61,7 @@ def main() -> int:
 
         def done(cfg: VerifyConfig, v: Verdict) -> None:
             name, want = names[id(cfg)]
-            print(f"  {time.perf_counter() - start:6.0f} s  {'ok ' if v.reason == want else 'BAD'} {name} -> "
+            print(f"  {label} {time.perf_counter() - start:6.0f} s  {'ok ' if v.reason == want else 'BAD'} {name} -> "
                   f"{v.brief()}", flush=True)
 
         verdicts = verify_many([c for _, _, c in todo], jobs=args.jobs, on_done=done)
@@ -77,16 +74,52 @@ def main() -> int:
                      "phase_s": v.phase_s})
         mark = "ok " if v.reason == want else "BAD"
         print(f"{mark} {name:<45} expected {want:<22} got {v.reason:<22} {v.detail[:150]}")
-    passed = sum(r["reason"] == r["expected"] for r in rows)
-    builds = Counter(r["build"] or "none" for r in rows)
-    print(f"{passed}/{len(rows)} verdicts as expected ({wall:.0f} s wall, {args.jobs} workers); builds: {dict(builds)}")
-    phases = median_phase_s(verdicts)
+    return rows, verdicts, wall
+
+
+def unstable(runs: list[list[dict]]) -> dict[str, list[str]]:
+    """Candidate -> its reason in each run, for every candidate that missed its expected reason in any run."""
+    out: dict[str, list[str]] = {}
+    for i, row in enumerate(runs[0]):
+        reasons = [run[i]["reason"] for run in runs]
+        if any(r != row["expected"] for r in reasons):
+            out[row["candidate"]] = reasons
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", type=int, default=8)
+    ap.add_argument("--seeds", default="12", help="honest seed solutions to add (one per category), or 'all'")
+    ap.add_argument("--no-split-build", dest="split_build", action="store_false",
+                    help="build every candidate as written (default: the split build where it applies)")
+    ap.add_argument("--runs", type=int, default=1, help="passes over the whole set, each with a fresh build cache")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    if args.runs < 1:
+        ap.error(f"--runs must be 1 or more, not {args.runs}")
+    runs, summaries, all_verdicts = [], [], []
+    for n in range(args.runs):
+        rows, verdicts, wall = run_once(args, f"run {n + 1}/{args.runs}")
+        passed = sum(r["reason"] == r["expected"] for r in rows)
+        builds = Counter(r["build"] or "none" for r in rows)
+        print(f"run {n + 1}: {passed}/{len(rows)} verdicts as expected ({wall:.0f} s wall, {args.jobs} workers); "
+              f"builds: {dict(builds)}")
+        runs.append(rows)
+        all_verdicts += verdicts
+        summaries.append({"passed": passed, "total": len(rows), "wall_s": wall, "builds": builds})
+    phases = median_phase_s(all_verdicts)
     print("median seconds per phase:", json.dumps(phases))
+    missed = unstable(runs)
+    for name, reasons in missed.items():
+        print(f"not as expected in every run: {name}: {', '.join(reasons)}")
     if args.json:
-        args.json.write_text(json.dumps({"passed": passed, "total": len(rows), "wall_s": wall,
-                                         "split_build": args.split_build, "builds": builds,
-                                         "median_phase_s": phases, "rows": rows}, indent=1))
-    return 0 if passed == len(rows) else 1
+        last = summaries[-1]
+        args.json.write_text(json.dumps({"passed": last["passed"], "total": last["total"], "wall_s": last["wall_s"],
+                                         "split_build": args.split_build, "builds": last["builds"],
+                                         "median_phase_s": phases, "rows": runs[-1], "runs": summaries,
+                                         "unstable": missed, "judge_version": JUDGE_VERSION}, indent=1))
+    return 0 if not missed else 1
 
 
 if __name__ == "__main__":

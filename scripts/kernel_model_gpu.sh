@@ -265,7 +265,8 @@ run_rl() {  # SEED-MODE: kernelwright rl from its version, once
 }
 
 # with one trained version there is nothing to choose RL's start from: it starts now, beside the evaluations,
-# whose decoding leaves the GPU mostly idle (a process of its own, not a job the side_by_side calls wait for)
+# whose decoding leaves the GPU mostly idle (a process of its own that writes its exit status to a file: no
+# `wait -n` of the checks can take it)
 RL_BESIDE_RC=
 if [ "$RL_STEPS" -gt 0 ] && [ "${#TRAINED[@]}" = 1 ] && [ "$RL_BESIDE" = 1 ] && [ ! -e "$WORKDIR/rl/.done" ]; then
     RL_BESIDE_RC="$WORKDIR/rl.rc"
@@ -292,8 +293,8 @@ for v in "${VERSIONS[@]}"; do if [ "${v##*-}" = synth ]; then SYNTH_CHECKS+=("$v
 check_in_turn "${SYNTH_CHECKS[@]}" &  # one after another: each gate sees the champion the last one left
 SYNTH_PID=$!
 side_by_side check_version "${INFILL_CHECKS[@]}"  # beside them
-wait "$SYNTH_PID"
-wait "$NLL_PID"
+wait_for "$SYNTH_PID"
+wait_for "$NLL_PID"
 PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/cuset_ablation.py "$WORKDIR" \
     --json "$WORKDIR/cuset_ablation.json" --png "$WORKDIR/cuset_ablation.png" --markdown "$WORKDIR/cuset_ablation.md" \
     --tracking-uri "$MLFLOW_TRACKING_URI" || \

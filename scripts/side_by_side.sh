@@ -11,7 +11,14 @@ side_by_side() {
         "$fn" "$arg" &
         mine+=("$!")
     done
-    for pid in ${mine[@]+"${mine[@]}"}; do wait "$pid"; done
+    for pid in ${mine[@]+"${mine[@]}"}; do wait_for "$pid"; done
+}
+
+# wait_for PID: the job's exit status. 127 means a `wait -n` already reported the job (a failure there stopped
+# the script under `set -e`), so it counts as done.
+wait_for() {
+    local rc
+    wait "$1" || { rc=$?; [ "$rc" = 127 ] || return "$rc"; }
 }
 
 _running_of() {  # PID... -> how many of them are jobs of this shell still running

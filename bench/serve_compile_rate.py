@@ -1,15 +1,16 @@
 """How many of a running kernel server's answers to held-out problems compile.
 
     python bench/serve_compile_rate.py --url http://127.0.0.1:8000 --problems W/synthesize/heldout \
-        --count 20 --json OUT.json
+        --count 20 --json OUT.json [--concurrency 8]
 
 Waits (up to `--ready-timeout-s`) until the server answers `/readyz`, then sends `--count` held-out
-problems (a fixed sample of the `.py` problem files under `--problems`, seed 0) one at a time to
-`POST /v1/kernels/generate` with the server's own defaults (one candidate, its generation budget, its
-compile check and repair), and counts the answers whose first candidate compiles
-(`candidates[0].compile.ok`: NVRTC for the device code and the host check). The figure is the compile
-pass rate of what a client gets back; a request that fails (HTTP error, no candidate) counts as not
-compiling and is listed. No baseline: this is a quality figure, not a speed target.
+problems (a fixed sample of the `.py` problem files under `--problems`, seed 0), `--concurrency` at a
+time (default one; more lets the server batch them, as clients would), to `POST /v1/kernels/generate`
+with the server's own defaults (one candidate, its generation budget, its compile check and repair),
+and counts the answers whose first candidate compiles (`candidates[0].compile.ok`: NVRTC for the
+device code and the host check). The figure is the compile pass rate of what a client gets back; a
+request that fails (HTTP error, no candidate) counts as not compiling and is listed. No baseline:
+this is a quality figure, not a speed target.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -80,18 +82,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout-s", type=float, default=600.0, help="per request, in seconds")
     ap.add_argument("--ready-timeout-s", type=float, default=300.0,
                     help="how long to wait for the server's model to load, in seconds")
+    ap.add_argument("--concurrency", type=int, default=1, help="requests in flight at once")
     ap.add_argument("--json", type=Path, required=True, help="where the figures go")
     args = ap.parse_args(argv)
+    if args.concurrency < 1:
+        ap.error(f"--concurrency must be 1 or more, not {args.concurrency}")
     if not wait_ready(args.url, args.ready_timeout_s):
         raise SystemExit(f"{args.url} was not ready (GET /readyz) within {args.ready_timeout_s:g} s")
-    rows = []
-    for i, problem in enumerate(sample_problems(args.problems, args.count), 1):
-        rows.append(ask(args.url, problem, args.timeout_s))
-        sys.stderr.write(f"[{i}/{args.count}] {problem.name}: compiles={rows[-1]['compiles']}\n")
+    problems = sample_problems(args.problems, args.count)
+    done = 0
+
+    def one(problem: Path) -> dict[str, Any]:
+        nonlocal done
+        row = ask(args.url, problem, args.timeout_s)
+        done += 1
+        sys.stderr.write(f"[{done}/{len(problems)}] {problem.name}: compiles={row['compiles']}\n")
+        return row
+
+    with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
+        rows = list(pool.map(one, problems))  # in the sample's order, whatever order they finish in
     compiled = sum(r["compiles"] for r in rows)
     out = {"what": "compile pass rate of POST /v1/kernels/generate on held-out problems, server defaults",
            "command": "python bench/serve_compile_rate.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "problems": len(rows), "compiled": compiled, "compile_rate": compiled / len(rows) if rows else 0.0,
+           "problems": len(rows), "concurrency": args.concurrency, "compiled": compiled,
+           "compile_rate": compiled / len(rows) if rows else 0.0,
            "failed_requests": sum(r["status"] != 200 for r in rows), "rows": rows}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(out, indent=1))

@@ -36,7 +36,7 @@
 # Env: PRETRAIN_MINUTES (default 8), TASKS (3000), STEPS (600), SEEDS ("0 1 2"),
 # MODES ("plain region cuset cusetA"; cusetSoft too on request), MASK_FLOOR (0.1), SAMPLES (1),
 # EVAL_PROBLEMS (100), MAX_NEW_TOKENS (3072), TEMPERATURE (0.2), EVAL_BATCH (64), TRAIN_BATCH (32),
-# PARALLEL (2), GEN_PARALLEL (4), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), RL_STEPS (0),
+# PARALLEL (2), GEN_PARALLEL (4), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), SERVE_CONCURRENCY (8), RL_STEPS (0),
 # RL_MAX_TOKENS (MAX_NEW_TOKENS), RL_ACCUM (8), RL_BESIDE (1), CHECK_COMPILE_BASELINE (false), STATIC_CACHE (true; false: the dynamic cache),
 # TRAIN_INFILL (0.2: a fifth of the infill tasks in training; 1: every one; 0: whole kernels only, and no infill
 # evaluation),
@@ -68,6 +68,9 @@ MASK_FLOOR="${MASK_FLOOR:-0.1}"
 OVERLAP="${OVERLAP:-1}"
 SEED_SAMPLES="${SEED_SAMPLES:-2}"
 SERVE_PROBLEMS="${SERVE_PROBLEMS:-20}"
+# requests in flight at once for the serve figure: one at a time, every answer (whole kernels, ~1,500 tokens)
+# would decode alone; side by side the server batches them, as it would its clients'
+SERVE_CONCURRENCY="${SERVE_CONCURRENCY:-8}"
 RL_STEPS="${RL_STEPS:-0}"
 RL_MAX_TOKENS="${RL_MAX_TOKENS:-$MAX_NEW_TOKENS}"  # RL's completion budget: whole kernels, as evaluated
 # micro-batches per RL step: TRL generates a step's completions in one call, which costs about what one
@@ -310,7 +313,7 @@ if "$PY" -c "from mlflow import MlflowClient; MlflowClient().get_model_version_b
         $KW serve > "$WORKDIR/serve.log" 2>&1 &  # every default: the champion of this work folder's registry
         SERVE_PID=$!
         $PY bench/serve_compile_rate.py --problems "$SYN/heldout" --count "$SERVE_PROBLEMS" \
-            --json "$WORKDIR/serve_compile_rate.json" || echo "the serve check failed: see $WORKDIR/serve.log"
+            --concurrency "$SERVE_CONCURRENCY" --json "$WORKDIR/serve_compile_rate.json" || echo "the serve check failed: see $WORKDIR/serve.log"
         kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null || true
     fi
 else

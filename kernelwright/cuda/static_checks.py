@@ -84,10 +84,10 @@ def _cpp_extension_imports(tree: ast.Module) -> set[str]:
             and (n.module or "").endswith("cpp_extension") for a in n.names}
 
 
-def _build_calls(tree: ast.Module) -> list[ast.Call]:
-    """Calls that build device code: load_inline, cpp_extension.load, cupy RawKernel/RawModule, SourceModule."""
+def _build_calls(tree: ast.Module, aliases: dict[str, str]) -> list[ast.Call]:
+    """Calls that build device code: load_inline, cpp_extension.load, cupy RawKernel/RawModule, SourceModule
+    (under the names `aliases` reads as builders)."""
     from_ext = _cpp_extension_imports(tree)
-    aliases = builder_aliases(tree)
     out = []
     for n in ast.walk(tree):
         if not isinstance(n, ast.Call):
@@ -131,10 +131,10 @@ def _launched(sources: list[str], kernels: set[str], tree: ast.Module, builds: l
     return found
 
 
-def _built_callables(tree: ast.Module, builds: list[ast.Call], sources: list[str]) -> set[str] | None:
+def _built_callables(tree: ast.Module, builds: list[ast.Call], sources: list[str],
+                     aliases: dict[str, str]) -> set[str] | None:
     """Names through which Python calls what was built; None when they cannot be read statically."""
     names: set[str] = set()
-    aliases = builder_aliases(tree)
     for b in builds:
         if call_name(b, aliases).endswith(("load_inline", "load")):
             bound = _str_args(b, "functions")
@@ -166,12 +166,12 @@ def _check_kernels(tree: ast.Module, report: StaticReport, builds: list[ast.Call
         report.flag("no_kernel", f"__global__ {', '.join(sorted(kernels))} defined but never launched")
 
 
-def _check_called(tree: ast.Module, report: StaticReport, builds: list[ast.Call]) -> None:
+def _check_called(tree: ast.Module, report: StaticReport, builds: list[ast.Call], aliases: dict[str, str]) -> None:
     """What was built must be called. Run last: a fallback already flagged is the more precise reason."""
     if report.reasons:
         return
     sources = [s for s in _string_constants(tree) if "__global__" in s]
-    callables = _built_callables(tree, builds, sources)
+    callables = _built_callables(tree, builds, sources, aliases)
     if callables is not None and not _calls_any(tree, callables):
         what = ", ".join(sorted(callables)) or "the built module"
         report.flag("no_kernel", f"{what} built but never called from Python")
@@ -318,7 +318,8 @@ def check_source(source: str, require_call: bool = False) -> StaticReport:
         report.flag("syntax_error", syntax_message(exc))
         return report
     _check_tampering(tree, report)
-    builds = _build_calls(tree)  # one walk for every check that needs the build calls
+    aliases = builder_aliases(tree)  # read once: a chain of names for a builder takes several passes
+    builds = _build_calls(tree, aliases)  # one walk for every check that needs the build calls
     _check_kernels(tree, report, builds)
     classes = model_new_classes(tree)
     if not classes:
@@ -329,5 +330,5 @@ def check_source(source: str, require_call: bool = False) -> StaticReport:
     _check_swallowed_calls(tree, report, classes, built)
     _check_build_fallbacks(tree, report, builds, built)
     if require_call:
-        _check_called(tree, report, builds)
+        _check_called(tree, report, builds, aliases)
     return report

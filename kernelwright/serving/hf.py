@@ -17,7 +17,6 @@ import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from kernelwright.generation import ends_in_loop
 from kernelwright.serving.backend import Completion, EmptyPrompt, Prompt, PromptTooLong, Sampling
 from kernelwright.serving.batching import TextDeltas
 from kernelwright.serving.config import ServeConfig
@@ -69,8 +68,9 @@ class HFServingBackend:
     def _completion(self, n_prompt: int, tokens: list[int], sampling: Sampling) -> Completion:
         text = str(self.tokenizer.decode(tokens, skip_special_tokens=True))
         ended = bool(tokens) and tokens[-1] == self.eos
-        cut = len(tokens) >= sampling.max_new_tokens or ends_in_loop(tokens)  # the budget, or a loop stopped early
-        finish = "length" if not ended and cut else "stop"
+        # the queue ends a row at its end-of-sequence token, its budget or (stop_loops) a repetition loop, and cuts
+        # it there (generate_queue._cut): a row that did not end with the token was cut, at the budget or the loop
+        finish = "stop" if ended else "length"
         return Completion(text, n_prompt, len(tokens), finish)
 
     async def generate(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:

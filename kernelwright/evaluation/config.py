@@ -39,9 +39,10 @@ class EvaluateConfig:
                 "loop, which can only run to the budget and fail to parse) instead of at the budget; off: "
                 "every completion runs to its end-of-sequence token or the budget."})
     static_cache: bool = field(default=False, metadata={
-        "help": "Generate with a static KV cache, whose decoding step transformers compiles on a GPU (once per "
-                "generate call: tens of seconds) to cut the host's work per token; the same tokens greedy. "
-                "bench/decode_speed.py measures what it saves; off: the dynamic cache, nothing compiled."})
+        "help": "Generate with a static KV cache, whose decoding step transformers compiles on a GPU (~31 s at the "
+                "first call; a call of new shapes may compile again) to cut the host's work per token: 0.22x the "
+                "dynamic cache's time a token on an H100 (bench/decode_speed.py); in bfloat16 the tokens may differ. "
+                "Off: the dynamic cache, nothing compiled."})
     batch_size: int = field(default=8, metadata={"help": "Prompts per generate() call."})
     heldout_nll: bool = field(default=True, metadata={
         "help": "Also score the seed corpus's 13 held-out answers by teacher forcing under the model when "

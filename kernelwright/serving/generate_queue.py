@@ -7,9 +7,9 @@ tokens whatever else waits), while the rows (candidates) of the batch stay withi
 `max_batch_sequences`. Their prompts go into one left-padded `generate` call with the largest token
 budget of the batch; each row stops at its own budget or end-of-sequence token (`_RowsDone`, a
 per-row stopping criterion, so the call ends when every row has), and its tokens are cut there.
-With `stop_loops` (on by default) a row caught in a repetition loop (`generation.LoopStop`'s test: its
-last 256 tokens repeat one unit of at most 64) stops there too, instead of holding its batch to the
-budget; its completion ends in the loop, as evaluation's do.
+With `stop_loops` (on by default) a row caught in a repetition loop (`generation.LoopStop`'s test, of
+`loop_limits.LOOP_TEST`) stops there too, instead of holding its batch to the budget; its completion
+ends in the loop, as evaluation's do.
 
 Streamed requests get their tokens as each step makes them (`_RowStreamer`). A request whose
 caller is cancelled (its client went away) has its rows marked done at the next step; the other

@@ -26,8 +26,9 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from kernelwright.atomic import atomic_path  # noqa: E402
+from kernelwright.rl.judge_reward import PARTS as REWARD_PARTS  # noqa: E402
 
-PARTS = ("reward/format", "reward/compile", "reward/correct", "reward/speed", "reward/penalty")
+PARTS = tuple(f"reward/{name}" for name in REWARD_PARTS)  # the metrics judge_reward logs per step
 RATES = ("rl/compile_rate", "rl/correct_rate", "rl/cheat_rate")
 OTHERS = ("reward/total", "kl", "rl/reward_share", "rl/phase", "completions/mean_length")
 

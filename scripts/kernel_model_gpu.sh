@@ -223,23 +223,32 @@ print(f"models:/kernelwright-coder/{MlflowClient().get_run(run_id).data.tags['kw
 PY
 }
 
-generate_version() {  # SEED-MODE-SUITE
-    local v="${1%-*}" suite="${1##*-}" out="$WORKDIR/evaluate-seed$1"
+generate_into() {  # MODEL_OF ARG SUITE OUT SEED: generations for the suite's sampled problems, once; the model is
+    local out="$4"          # `MODEL_OF ARG` (model_of SEED-MODE, or echo MODEL), resolved only when there is work
     { [ -e "$out/.done" ] || [ -e "$out/generations/generation.json" ]; } && return 0
-    $KW evaluate --model "$(model_of "$v")" --suite "$suite:heldout_eval" --generate-only --samples "$SAMPLES" \
+    $KW evaluate --model "$("$1" "$2")" --suite "$3:heldout_eval" --generate-only --samples "$SAMPLES" \
         --temperature "$TEMPERATURE" --max-new-tokens "$MAX_NEW_TOKENS" --static-cache "$STATIC_CACHE" \
-        --batch-size "$EVAL_BATCH" --seed "${v%%-*}" \
+        --batch-size "$EVAL_BATCH" --seed "$5" --out "$out" --workdir "$WORKDIR"
+}
+
+check_into() {  # MODEL_OF ARG SUITE OUT SEED JOBS [--no-gate]: the judge's checks of those generations, once
+    local out="$4"
+    [ -e "$out/.done" ] && return 0
+    $KW evaluate --model "$("$1" "$2")" --suite "$3:heldout_eval" --generations "$out/generations" \
+        --samples "$SAMPLES" --seed "$5" --jobs "$6" --compile-baseline "$CHECK_COMPILE_BASELINE" ${7:-} \
         --out "$out" --workdir "$WORKDIR"
+    touch "$out/.done"
+}
+
+generate_version() {  # SEED-MODE-SUITE
+    local v="${1%-*}"
+    generate_into model_of "$v" "${1##*-}" "$WORKDIR/evaluate-seed$1" "${v%%-*}"
 }
 
 check_version() {  # SEED-MODE-SUITE; only the compositions' evaluations gate
-    local v="${1%-*}" suite="${1##*-}" out="$WORKDIR/evaluate-seed$1" gate=--no-gate
-    [ -e "$out/.done" ] && return 0
-    [ "$suite" = synth ] && gate=
-    $KW evaluate --model "$(model_of "$v")" --suite "$suite:heldout_eval" --generations "$out/generations" \
-        --samples "$SAMPLES" --seed "${v%%-*}" --jobs "$CHECK_JOBS" --compile-baseline "$CHECK_COMPILE_BASELINE" $gate \
-        --out "$out" --workdir "$WORKDIR"
-    touch "$out/.done"
+    local v="${1%-*}" suite="${1##*-}" gate=--no-gate
+    [ "$suite" != synth ] || gate=
+    check_into model_of "$v" "$suite" "$WORKDIR/evaluate-seed$1" "${v%%-*}" "$CHECK_JOBS" $gate
 }
 
 check_in_turn() { local v; for v in "$@"; do check_version "$v"; done; }
@@ -343,13 +352,8 @@ if [ "$RL_STEPS" -gt 0 ] && START=$(best_version); then
     fi
     run_rl "$START"
     out="$WORKDIR/rl-evaluate-synth" RL_MODEL=$(registered_or_folder "$WORKDIR/rl/final")
-    [ -e "$out/.done" ] || [ -e "$out/generations/generation.json" ] || $KW evaluate --model "$RL_MODEL" \
-        --suite "synth:heldout_eval" --generate-only --samples "$SAMPLES" --temperature "$TEMPERATURE" \
-        --max-new-tokens "$MAX_NEW_TOKENS" --static-cache "$STATIC_CACHE" \
-        --batch-size "$EVAL_BATCH" --seed "${START%%-*}" --out "$out" --workdir "$WORKDIR"
-    [ -e "$out/.done" ] || { $KW evaluate --model "$RL_MODEL" --suite "synth:heldout_eval" --generations "$out/generations" \
-        --samples "$SAMPLES" --seed "${START%%-*}" --jobs "$(nproc)" --compile-baseline "$CHECK_COMPILE_BASELINE" \
-        --out "$out" --workdir "$WORKDIR"; touch "$out/.done"; }
+    generate_into echo "$RL_MODEL" synth "$out" "${START%%-*}"
+    check_into echo "$RL_MODEL" synth "$out" "${START%%-*}" "$(nproc)"  # gated like any version
     "$PY" - "$WORKDIR/evaluate-seed$START-synth/results.json" "$out/results.json" "$START" "$RL_MODEL" \
         "$WORKDIR/rl_vs_start.json" <<'PY'
 import json, sys

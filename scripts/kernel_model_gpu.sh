@@ -18,8 +18,8 @@
 # 5. evaluates every version as its registry version on EVAL_PROBLEMS held-out compositions and
 #    EVAL_PROBLEMS held-out infill tasks (a fixed sample of each, the same for every version), SAMPLES
 #    candidates each, through the full judge: first all generations, then all checks. The
-#    compositions' evaluations are gated one after another, so `champion` ends on the best version by
-#    the gate's rule (the first with a correct kernel is the first champion);
+#    compositions' evaluations gate their versions one at a time (the registry's gate lock), so `champion`
+#    ends on the best version by the gate's rule (the first with a correct kernel is the first champion);
 #    The held-out NLL (sensitive, other and masked tokens) of every version on the sampled compositions'
 #    verified pairs (bench/heldout_token_nll.py);
 # 6. the table over seeds (bench/cuset_ablation.py reads every evaluate-* folder), under one
@@ -42,8 +42,13 @@
 # TRAIN_INFILL (0.2: a fifth of the infill tasks in training; 1: every one; 0: whole kernels only, and no infill
 # evaluation),
 # CHECKPOINTING (unset: train's default, on with a GPU; false trades ~3x the activation memory for ~15% of the time),
+# GPUS (the GPU ids jobs are spread over, e.g. "0 1 2 3"; default: CUDA_VISIBLE_DEVICES's, else every GPU
+# nvidia-smi lists; the job in place k of PARALLEL, GEN_PARALLEL or CHECK_PARALLEL sees only GPU k modulo their
+# count, so on 4 GPUs PARALLEL=8 trains two versions on each), CHECK_PARALLEL (evaluations checked at once:
+# PARALLEL + 1; the judge's workers are the cores shared out among them),
 # PYTHON, SMOKE=1 (a CPU smoke run: tiny base, unverified pairs, NVRTC-only checks; never for figures).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/side_by_side.sh"
 
 WORKDIR="${1:-.kernelwright-model}"
 PRETRAIN_MINUTES="${PRETRAIN_MINUTES:-8}"
@@ -105,13 +110,24 @@ else
     $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device: this script is for a GPU host')"
     SIZE=small; VERIFY=gpu; ALLOW=
 fi
+if [ -z "${GPUS+x}" ]; then  # unset: the visible GPUs (none in a smoke run)
+    GPUS=
+    if [ "$VERIFY" = gpu ] && [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then GPUS="${CUDA_VISIBLE_DEVICES//,/ }"
+    elif [ "$VERIFY" = gpu ]; then GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | tr '\n' ' ' || true)
+    fi
+fi
+export GPUS
+read -r -a GPU_LIST <<< "$GPUS"
+LAST_GPU=$(( ${#GPU_LIST[@]} > 0 ? ${#GPU_LIST[@]} - 1 : 0 ))
 
 SYN_PID=
 if [ ! -e "$SYN/manifest.json" ] && [ "$OVERLAP" = 1 ] && [ "$VERIFY" = gpu ]; then
-    $KW synthesize --tasks "$TASKS" --verify gpu --time-share 0 --workdir "$WORKDIR" > "$WORKDIR/synthesize.log" 2>&1 &
+    # on the last GPU (its own with several): its verification beside pretraining on the first
+    ( on_gpu "$LAST_GPU"; exec $KW synthesize --tasks "$TASKS" --verify gpu --time-share 0 --workdir "$WORKDIR" \
+        > "$WORKDIR/synthesize.log" 2>&1 ) &
     SYN_PID=$!
 fi
-$KW base-model pretrain --size "$SIZE" --minutes "$PRETRAIN_MINUTES" --out "$BASE" --workdir "$WORKDIR"
+( on_gpu 0; exec $KW base-model pretrain --size "$SIZE" --minutes "$PRETRAIN_MINUTES" --out "$BASE" --workdir "$WORKDIR" )
 [ -z "$SYN_PID" ] || wait "$SYN_PID" || echo "synthesis beside pretraining failed (see $WORKDIR/synthesize.log): again alone"
 [ -e "$SYN/manifest.json" ] || $KW synthesize --tasks "$TASKS" --verify "$VERIFY" --workdir "$WORKDIR"
 
@@ -172,8 +188,6 @@ curate_reading() {  # uncertain (reading B), soft (reading B at weight MASK_FLOO
         --mask-target "$target" --mask-floor "$floor" $ALLOW --out "$out" --workdir "$WORKDIR"
     touch "$out/.done"
 }
-
-source "$(dirname "${BASH_SOURCE[0]}")/side_by_side.sh"
 
 curate_heldout() {  # the sampled held-out compositions' verified pairs, reading B: the held-out NLL's tokens
     local out="$WORKDIR/curated-heldout" p
@@ -254,17 +268,10 @@ check_version() {  # SEED-MODE-SUITE; only the compositions' evaluations gate
     check_into model_of "$v" "$suite" "$WORKDIR/evaluate-seed$1" "${v%%-*}" "$CHECK_JOBS" $gate
 }
 
-check_in_turn() { local v; for v in "$@"; do check_version "$v"; done; }
-
 # the suites evaluated: a model trained without infill tasks answers a hole with a whole program (0/30 on an
 # H100, 251 s of generation), so TRAIN_INFILL=0 evaluates the held-out compositions only
 SUITES="synth infill"
 [ "$TRAIN_INFILL" != 0 ] || SUITES=synth
-# judge workers per evaluation: the cores shared out among the checks that run at once, the compositions' one at a
-# time beside PARALLEL of the infill suite's
-CHECK_JOBS=$(( $(nproc) / (PARALLEL + 1) ))
-[ "$SUITES" != synth ] || CHECK_JOBS=$(nproc)
-[ "$CHECK_JOBS" -gt 0 ] || CHECK_JOBS=1
 read -r -a SEED_LIST <<< "$SEEDS"
 TRAINED=()
 for s in "${SEED_LIST[@]}"; do for m in $MODES; do TRAINED+=("$s-$m"); done; done
@@ -274,8 +281,8 @@ run_rl() {  # SEED-MODE: kernelwright rl from its version, once
     [ -e "$WORKDIR/rl/.done" ] && return 0
     [ "$TRAIN_INFILL" != 0 ] || infill=(--infill-steps 0)
     $KW rl --model "$(model_of "$1")" --data "$SYN" --steps "$RL_STEPS" \
-        --max-completion-length "$RL_MAX_TOKENS" --gradient-accumulation-steps "$RL_ACCUM" "${infill[@]}" $RL_LEARNING_RATE $RL_VERIFY_JOBS \
-        --seed "${1%%-*}" --out "$WORKDIR/rl" --workdir "$WORKDIR" || return 1
+        --max-completion-length "$RL_MAX_TOKENS" --gradient-accumulation-steps "$RL_ACCUM" "${infill[@]}" \
+        $RL_LEARNING_RATE $RL_VERIFY_JOBS --seed "${1%%-*}" --out "$WORKDIR/rl" --workdir "$WORKDIR" || return 1
     touch "$WORKDIR/rl/.done"
 }
 
@@ -286,7 +293,7 @@ RL_BESIDE_RC=
 if [ "$RL_STEPS" -gt 0 ] && [ "${#TRAINED[@]}" = 1 ] && [ "$RL_BESIDE" = 1 ] && [ ! -e "$WORKDIR/rl/.done" ]; then
     RL_BESIDE_RC="$WORKDIR/rl.rc"
     rm -f "$RL_BESIDE_RC"
-    ( ( set +e; run_rl "${TRAINED[0]}" > "$WORKDIR/rl.log" 2>&1; echo $? > "$RL_BESIDE_RC" ) & )
+    ( ( set +e; on_gpu "$LAST_GPU"; run_rl "${TRAINED[0]}" > "$WORKDIR/rl.log" 2>&1; echo $? > "$RL_BESIDE_RC" ) & )
 fi
 VERSIONS=()
 for s in "${SEED_LIST[@]}"; do
@@ -295,20 +302,22 @@ for s in "${SEED_LIST[@]}"; do
     done
 done
 PARALLEL="$GEN_PARALLEL" side_by_side generate_version "${VERSIONS[@]}"
+# checks at once, and the judge's workers of each: the cores shared out among them. Every evaluation of the
+# compositions gates its version, one gate at a time (the registry's gate lock): each sees the champion the
+# last one left
+CHECK_PARALLEL="${CHECK_PARALLEL:-$((PARALLEL + 1))}"
+[ "$CHECK_PARALLEL" -le "${#VERSIONS[@]}" ] || CHECK_PARALLEL="${#VERSIONS[@]}"
+CHECK_JOBS=$(( $(nproc) / CHECK_PARALLEL ))
+[ "$CHECK_JOBS" -gt 0 ] || CHECK_JOBS=1
 FINALS=()
 for v in "${TRAINED[@]}"; do FINALS+=("$(final_of "$v")"); done
 heldout_nll() {  # teacher forcing of every version on the held-out pairs: a minute, mostly the process's start
     [ -e "$WORKDIR/heldout_nll_synth.json" ] || PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/heldout_token_nll.py \
         --data "$WORKDIR/curated-heldout" "${FINALS[@]}" --json "$WORKDIR/heldout_nll_synth.json"
 }
-heldout_nll &  # beside the checks, which are the host's and the judge's work more than the GPU's
+( on_gpu 0; heldout_nll ) &  # beside the checks, which are the host's and the judge's work more than the GPU's
 NLL_PID=$!
-SYNTH_CHECKS=() INFILL_CHECKS=()
-for v in "${VERSIONS[@]}"; do if [ "${v##*-}" = synth ]; then SYNTH_CHECKS+=("$v"); else INFILL_CHECKS+=("$v"); fi; done
-check_in_turn "${SYNTH_CHECKS[@]}" &  # one after another: each gate sees the champion the last one left
-SYNTH_PID=$!
-side_by_side check_version "${INFILL_CHECKS[@]}"  # beside them
-wait_for "$SYNTH_PID"
+PARALLEL="$CHECK_PARALLEL" side_by_side check_version "${VERSIONS[@]}"
 wait_for "$NLL_PID"
 PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/cuset_ablation.py "$WORKDIR" \
     --json "$WORKDIR/cuset_ablation.json" --png "$WORKDIR/cuset_ablation.png" --markdown "$WORKDIR/cuset_ablation.md" \

@@ -11,9 +11,10 @@ points to, never with itself, and only with figures of that champion measured in
 decided. A promotion moves `champion` and sets `previous-champion` (registry.promote).
 
 `record_and_gate` is the evaluate stage's way (figures recorded on the version, the champion's read
-back from its tags), `gate_evaluation` its preconditions; the retrain job (retrain/champion.py)
-evaluates the champion again where its figures are missing, then calls `gate_version`. The decision
-and both sides' figures are returned so they can be logged.
+back from its tags, under the registry's `gate_lock`), `gate_evaluation` its preconditions; the
+retrain job (retrain/champion.py) evaluates the champion again where its figures are missing, then
+calls `gate_version` under the same lock. The decision and both sides' figures are returned so they
+can be logged.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from kernelwright.evaluation.registry import (
     alias_version,
     eval_scope,
     gate_figures,
+    gate_lock,
     promote,
     record_figures,
     recorded_figures,
@@ -98,9 +100,10 @@ def record_and_gate(ref: ModelRef, metrics: dict[str, float], suite: str, sampli
         return GateDecision(False, f"not gated: {', '.join(missing)} not measured", candidate, None)
     scope = eval_scope(suite, sampling)
     record_figures(name, ref.version, metrics, scope)
-    champ_version = alias_version(name, CHAMPION)
-    decision = gate_version(name, ref.version, candidate, champ_version,
-                            lambda v: recorded_figures(name, v, scope, view), f"{view} view", margin)
+    with gate_lock(name):  # the champion read and moved in one step
+        champ_version = alias_version(name, CHAMPION)
+        decision = gate_version(name, ref.version, candidate, champ_version,
+                                lambda v: recorded_figures(name, v, scope, view), f"{view} view", margin)
     if decision is None:
         return GateDecision(False, f"champion v{champ_version} has no figures on suite {suite} sampled "
                                    f"with {sampling} from judge version {JUDGE_VERSION} on GPU type "

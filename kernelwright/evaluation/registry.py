@@ -3,12 +3,20 @@
 A registered version carries its suite figures as tags (`kw.eval.*`, both views, with the suite, the
 judge version and the GPU type); `promote` points the `champion` alias at a version (the gate,
 gate.py, decides when), first setting `previous-champion` to the version it left (`rollback` moves
-it back).
+it back). `gate_lock` makes a gate's read of the champion and its move of the alias one step for every
+process of this host and user on one registry: evaluations side by side gate one at a time, each
+against the champion the last one left.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
@@ -78,6 +86,18 @@ def record_figures(name: str, version: str, metrics: dict[str, float], scope: di
             client.set_model_version_tag(name, version, f"{TAG}{key}", repr(metrics[key]))
     for key, value in scope.items():
         client.set_model_version_tag(name, version, f"{TAG}{key}", value)
+
+
+@contextlib.contextmanager
+def gate_lock(name: str) -> Iterator[None]:
+    """Hold the gate of registered model `name` in this tracking store (a file lock, released when the
+    process dies): nothing else on this host moves its champion meanwhile."""
+    import mlflow
+    from filelock import FileLock
+
+    key = hashlib.sha256(f"{mlflow.get_tracking_uri()}\0{name}".encode()).hexdigest()[:16]
+    with FileLock(str(Path(tempfile.gettempdir()) / f"kw_gate_{os.getuid()}_{key}.lock")):
+        yield
 
 
 def alias_version(name: str, alias: str) -> str | None:

@@ -1,5 +1,6 @@
 """The retrain's gate: the candidate and, where needed, the champion evaluated in one scope, then the
-gate (evaluation/gate.py: `gate_version`) decides and moves the aliases.
+gate (evaluation/gate.py: `gate_version`) decides and moves the aliases, under the registry's gate lock,
+against the champion read there (an evaluation beside the retrain may have moved it meanwhile).
 
 The champion is evaluated again when it has no figures from the same judge version, suite, samples
 and GPU type. Without a GPU there is no fast_1: the decision is `not_gated` and no alias moves.
@@ -23,6 +24,7 @@ from kernelwright.evaluation.registry import (
     GATE_TAG,
     alias_version,
     gate_figures,
+    gate_lock,
     record_figures,
     recorded_figures,
 )
@@ -87,9 +89,11 @@ def run_gate(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verif
         candidate = _figures(cfg, version, scope, verifier, "evaluate")
         if candidate is None:
             return _tagged(name, version, GateOutcome(NOT_GATED, NOT_GATED_REASON, champion_before=before))
-        decision = gate_version(name, version, candidate, before,
-                                lambda v: _figures(cfg, v, scope, verifier, "evaluate[champion]"),
-                                f"{cfg.gate_view} view, margin {cfg.margin:g}", cfg.margin)
+        with gate_lock(name):  # against the champion now: an evaluation beside this one may have moved it
+            before = alias_version(name, CHAMPION)
+            decision = gate_version(name, version, candidate, before,
+                                    lambda v: _figures(cfg, v, scope, verifier, "evaluate[champion]"),
+                                    f"{cfg.gate_view} view, margin {cfg.margin:g}", cfg.margin)
         if decision is None:
             return _tagged(name, version, GateOutcome(NOT_GATED, f"champion v{before} could not be GPU-verified "
                                                       "here", candidate, champion_before=before))

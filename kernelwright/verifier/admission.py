@@ -176,10 +176,15 @@ class Ledger:
             return sum(t != token for t in state["holders"])
 
 
+def visible_gpu() -> str:
+    """The first visible GPU as CUDA_VISIBLE_DEVICES names it (an index or a UUID; "0" when unset), made
+    safe for a file name: the key of what the processes using one GPU share on this host."""
+    return re.sub(r"[^A-Za-z0-9-]", "_", os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0")
+
+
 def host_gpu_ledger() -> str:
     """The ledger every verification of this user on this host's GPU shares (the first visible one)."""
-    device = re.sub(r"[^A-Za-z0-9-]", "_", os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0")
-    return str(Path(tempfile.gettempdir()) / f"kw_gpu_memory_{os.getuid()}_{device}.json")
+    return str(Path(tempfile.gettempdir()) / f"kw_gpu_memory_{os.getuid()}_{visible_gpu()}.json")
 
 
 class _NvmlMemory(ctypes.Structure):

@@ -32,7 +32,14 @@ from kernelwright.cuda.static_checks import StaticReport, check_source
 from kernelwright.cuda.torch_calls import scan_candidate
 from kernelwright.errors import NoCudaDevice, UsageError
 from kernelwright.pysource import compile_python, read_python, source_text, syntax_message
-from kernelwright.verifier.admission import GpuMemory, Ledger, estimate_bytes, host_gpu_ledger, read_peak
+from kernelwright.verifier.admission import (
+    GpuMemory,
+    Ledger,
+    estimate_bytes,
+    host_gpu_ledger,
+    read_peak,
+    visible_gpu,
+)
 from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.forkserver import ForkServer, Spawned, SpawnRefused, started_server
 from kernelwright.verifier.nvrtc_gate import nvrtc_verdict
@@ -324,9 +331,10 @@ def run_workers(cfgs: Sequence[VerifyConfig], jobs: int, on_done: OnDone | None 
 
 
 def host_timing_lock() -> str:
-    """The timing lock file that every verification on this host shares, whichever process runs it: two
-    evaluations side by side time their kernels one at a time. Never removed (a process may hold it)."""
-    return str(Path(tempfile.gettempdir()) / f"kw_timing_node_{os.getuid()}.lock")
+    """The timing lock file that every verification on this host's GPU shares (the first visible one),
+    whichever process runs it: two evaluations side by side on one GPU time their kernels one at a time,
+    evaluations on other GPUs of the host beside them. Never removed (a process may hold it)."""
+    return str(Path(tempfile.gettempdir()) / f"kw_timing_node_{os.getuid()}_gpu{visible_gpu()}.lock")
 
 
 @contextlib.contextmanager

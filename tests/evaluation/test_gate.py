@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from pathlib import Path
+
 import pytest
 
 from kernelwright.evaluation import gate
-from kernelwright.evaluation.gate import ALREADY_CHAMPION, gate_version
+from kernelwright.evaluation.gate import ALREADY_CHAMPION, GateDecision, gate_version, record_and_gate
+from kernelwright.evaluation.registry import gate_figures
+from kernelwright.models import ModelRef
 
 CANDIDATE = {"fast_0": 0.6, "fast_1": 0.4, "compile_rate": 1.0}
 WEAKER = {"fast_0": 0.5, "fast_1": 0.2, "compile_rate": 1.0}
@@ -47,3 +53,37 @@ def test_a_worse_version_is_rejected(promoted: list[tuple[str, str, str]]) -> No
     decision = gate_version("m", "2", WEAKER, "1", lambda v: CANDIDATE, "any view")
     assert decision is not None and not decision.promote and decision.reason == "fast_0 dropped"
     assert promoted == []
+
+
+def test_evaluations_side_by_side_gate_one_at_a_time(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Two equal versions gated at once, neither champion yet: without the gate lock both read "no champion"
+    and both are promoted; with it the second is gated against the first."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")  # the lock's key only
+    champion: list[str] = []
+    recorded: dict[str, dict[str, float]] = {}
+    both_read = threading.Barrier(2)
+
+    def alias_version(name: str, alias: str) -> str | None:
+        seen = champion[-1] if champion else None
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both_read.wait(timeout=1.0)  # unlocked, both gates have read the champion here before either moves it
+        return seen
+
+    monkeypatch.setattr(gate, "alias_version", alias_version)
+    monkeypatch.setattr(gate, "record_figures", lambda name, v, metrics, scope: recorded.__setitem__(v, metrics))
+    monkeypatch.setattr(gate, "recorded_figures", lambda name, v, scope, view: gate_figures(recorded[v], view))
+    monkeypatch.setattr(gate, "promote", lambda name, v, reason: champion.append(v))
+    metrics = {"own.fast_0": 0.5, "own.fast_1": 0.3, "fast_0": 0.5, "fast_1": 0.3, "compile_rate": 0.9}
+    decisions: dict[str, GateDecision] = {}
+
+    def evaluate(version: str) -> None:
+        decisions[version] = record_and_gate(ModelRef(f"models:/m/{version}", "m", version), metrics, "s", "t=0.2")
+
+    threads = [threading.Thread(target=evaluate, args=(v,)) for v in ("1", "2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(champion) == 1  # one promotion: the other version was gated against it
+    loser = {"1": "2", "2": "1"}[champion[0]]
+    assert decisions[loser].reason == "fast_1 did not improve" and decisions[loser].champion is not None

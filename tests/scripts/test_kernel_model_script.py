@@ -1,9 +1,8 @@
 """scripts/kernel_model_gpu.sh's order of work, with a stand-in interpreter that records each kernelwright
 command and writes what the real one would (the script's own Python snippets run for real): each mode
-trains on its reading's data, every generation ends before any check starts, the compositions' checks
-(the gated ones) run one after another while the infill checks run side by side without the gate, the
-judge's workers are the cores shared out, no champion means no serve step, and a second run redoes
-nothing."""
+trains on its reading's data, every generation ends before any check starts, the checks run side by side
+(only the compositions' gate), the judge's workers are the cores shared out, jobs are spread over the GPUs
+given, no champion means no serve step, and a second run redoes nothing."""
 
 from __future__ import annotations
 
@@ -41,14 +40,17 @@ case " $* " in
                   for a in "$@"; do
                       [[ "$a" == */infill/train* ]] && log curate-infill "$(basename "$(get --out)"):$(ls "$a" | wc -l)"
                   done; true ;;
-    *" train "*) d="$(get --output-dir)"; log train-start "$(basename "$d"):$(basename "$(get --data)")"; sleep 0.2
+    *" train "*) d="$(get --output-dir)"; log train-start "$(basename "$d"):$(basename "$(get --data)")"
+                 log gpu "train:$(basename "$d"):${CUDA_VISIBLE_DEVICES-unset}"; sleep 0.2
                  mkdir -p "$d/final"; log train-end "$(basename "$d")" ;;
     *heldout_token_nll*) echo '{}' > "$(get --json)"; log nll - ;;
-    *" --generate-only "*) o="$(get --out)"; log gen-start "$(basename "$o")"; sleep 0.2
+    *" --generate-only "*) o="$(get --out)"; log gen-start "$(basename "$o")"
+                           log gpu "gen:$(basename "$o"):${CUDA_VISIBLE_DEVICES-unset}"; sleep 0.2
                            mkdir -p "$o/generations"; echo '{}' > "$o/generations/generation.json"
                            log gen-end "$(basename "$o")" ;;
     *" --generations "*) o="$(get --out)"; g=gate; [[ " $* " == *" --no-gate "* ]] && g=no-gate
                          log check-start "$(basename "$o"):$g:jobs=$(get --jobs):baseline=$(get --compile-baseline)"
+                         log gpu "check:$(basename "$o"):${CUDA_VISIBLE_DEVICES-unset}"
                          sleep 0.2
                          echo '{"metrics": {"fast_0": 0.0, "compile_rate": 0.5}}' > "$o/results.json"
                          log check-end "$(basename "$o")" ;;
@@ -84,14 +86,14 @@ def test_the_recipes_order_of_work_gating_and_resumption(tmp_path: Path) -> None
     assert all(c.endswith(f":jobs={jobs}:baseline=false") for c in checks)
     assert {c.split(":")[1] for c in checks if "-synth:" in c} == {"gate"}
     assert {c.split(":")[1] for c in checks if "-infill:" in c} == {"no-gate"}
-    synth_running = 0
-    for kind, arg in calls:  # the gated checks never overlap: each gate sees the champion the last one left
-        if arg.split(":")[0].endswith("-synth"):
-            synth_running += {"check-start": 1, "check-end": -1}.get(kind, 0)
-            assert synth_running <= 1
+    running = 0
+    for kind, _ in calls:  # PARALLEL + 1 checks at a time (the gates themselves take turns: the registry's lock)
+        running += {"check-start": 1, "check-end": -1}.get(kind, 0)
+        assert running <= 4
     first_infill = min(i for i, (k, a) in enumerate(calls) if k == "check-start" and "-infill:" in a)
     last_synth = max(i for i, (k, a) in enumerate(calls) if k == "check-end" and a.endswith("-synth"))
     assert first_infill < last_synth  # the infill checks run beside the compositions', not after them
+    assert {a.rsplit(":", 1)[1] for k, a in calls if k == "gpu"} == {"unset"}  # no GPUS: every job sees them all
     assert (workdir / "synthesize" / "heldout_eval_solutions").is_dir()
     assert (workdir / "evaluate-seed0-cusetA-infill" / "results.json").is_file()
     assert "nll" in args and kinds[-1] == "table"  # no champion: no evaluation of it, no server
@@ -167,3 +169,22 @@ def test_one_version_checks_both_suites_at_once_with_the_cores_shared(tmp_path: 
     assert starts["evaluate-seed0-plain-synth"] < ends["evaluate-seed0-plain-infill"]
     jobs = max(1, int(subprocess.run(["nproc"], capture_output=True, text=True).stdout) // 2)
     assert {a.split(":")[2] for k, a in calls if k == "check-start"} == {f"jobs={jobs}"}
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
+def test_jobs_are_spread_over_the_gpus_given(tmp_path: Path) -> None:
+    """With GPUS, the job in place k of its PARALLEL sees GPU k modulo their count: two of four on each."""
+    calls = _run(tmp_path, tmp_path / "w", parallel=4, GPUS="0 1", TRAIN_INFILL="1")
+    placed = [a.split(":") for k, a in calls if k == "gpu"]
+    assert sorted(gpu for what, _, gpu in placed if what == "train") == ["0", "0", "1", "1"]
+    assert {gpu for what, _, gpu in placed if what in ("gen", "check")} == {"0", "1"}
+    on: dict[str, str] = {}
+    running = {"0": 0, "1": 0}
+    for kind, arg in calls:  # at most three of the five checks at a time on one GPU (places 0, 2, 4)
+        if kind == "gpu" and arg.startswith("check:"):
+            _, name, gpu = arg.split(":")
+            on[name] = gpu
+            running[gpu] += 1
+            assert running[gpu] <= 3
+        elif kind == "check-end":
+            running[on[arg]] -= 1

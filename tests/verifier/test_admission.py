@@ -220,3 +220,17 @@ def test_the_first_judge_of_a_problem_measures_and_caches_its_reference_peak_on_
     peak = admission.read_peak(cfg.build_cache, cfg.problem)
     assert peak is not None and 4096 * 256 * 4 <= peak < 1 << 30  # its largest shape's input and output, float32
     assert "gpu_wait" in verdict.phase_s and verdict.contention == []
+
+
+def test_each_gpu_of_a_host_has_its_own_ledger_and_timing_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Judges on other GPUs neither queue for this one's memory nor wait for its timings."""
+    keys = {}
+    for visible in ("0", "1", "1,0", "GPU-8f/2a", None):
+        if visible is None:
+            monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        else:
+            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+        keys[visible] = (admission.host_gpu_ledger(), verify.host_timing_lock())
+    assert keys[None] == keys["0"]  # unset: the first GPU
+    assert keys["1"] == keys["1,0"] and keys["1"][0] != keys["0"][0] and keys["1"][1] != keys["0"][1]
+    assert "/" not in Path(keys["GPU-8f/2a"][1]).name and keys["GPU-8f/2a"] != keys["0"]

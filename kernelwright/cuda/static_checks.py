@@ -117,13 +117,14 @@ def kernel_names(cuda_source: str) -> list[str]:
     return _GLOBAL_FN.findall(_LAUNCH_BOUNDS.sub("", cuda_source))
 
 
-def _launched(sources: list[str], kernels: set[str], tree: ast.Module, builds: list[ast.Call]) -> set[str]:
+def _launched(sources: list[str], kernels: set[str], tree: ast.Module, builds: list[ast.Call],
+              aliases: dict[str, str]) -> set[str]:
     text = "\n".join(sources)
     found = {m for m in _CHEVRON_LAUNCH.findall(text) if m in kernels}
     for args in _API_LAUNCH.findall(text):
         found |= {k for k in kernels if re.search(rf"\b{re.escape(k)}\b", args)}
-    for b in builds:  # cupy RawKernel(code, "name") launches by name when called
-        if dotted_name(b.func).endswith("RawKernel"):
+    for b in builds:  # cupy RawKernel(code, "name") launches by name when called (under any name for RawKernel)
+        if call_name(b, aliases).endswith("RawKernel"):
             found |= set(_str_args(b, "name", 1) or []) & kernels
     for n in ast.walk(tree):
         if isinstance(n, ast.Call) and dotted_name(n.func).endswith("get_function"):
@@ -154,7 +155,7 @@ def _calls_any(tree: ast.Module, names: set[str]) -> bool:
     return any(isinstance(n, ast.Call) and dotted_name(n.func).rpartition(".")[2] in names for n in ast.walk(tree))
 
 
-def _check_kernels(tree: ast.Module, report: StaticReport, builds: list[ast.Call]) -> None:
+def _check_kernels(tree: ast.Module, report: StaticReport, builds: list[ast.Call], aliases: dict[str, str]) -> None:
     sources = [s for s in _string_constants(tree) if "__global__" in s]
     kernels = {k for s in sources for k in kernel_names(s)}
     report.kernels = sum(s.count("__global__") for s in sources)
@@ -162,7 +163,7 @@ def _check_kernels(tree: ast.Module, report: StaticReport, builds: list[ast.Call
     if not builds or not report.kernels:
         report.flag("no_kernel", "no __global__ kernel is built (load_inline, cpp_extension.load, RawKernel, ...)")
         return
-    if kernels and not _launched(sources, kernels, tree, builds):
+    if kernels and not _launched(sources, kernels, tree, builds, aliases):
         report.flag("no_kernel", f"__global__ {', '.join(sorted(kernels))} defined but never launched")
 
 
@@ -320,7 +321,7 @@ def check_source(source: str, require_call: bool = False) -> StaticReport:
     _check_tampering(tree, report)
     aliases = builder_aliases(tree)  # read once: a chain of names for a builder takes several passes
     builds = _build_calls(tree, aliases)  # one walk for every check that needs the build calls
-    _check_kernels(tree, report, builds)
+    _check_kernels(tree, report, builds, aliases)
     classes = model_new_classes(tree)
     if not classes:
         report.flag("no_model_new", _no_model_new_detail(tree))

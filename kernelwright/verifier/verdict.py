@@ -66,7 +66,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "13"  # 13: an approximation's error is at most 0.2% of the norm (was 0.5%): an op near the
+JUDGE_VERSION = "14"  # 14: a cupy RawKernel built under another name (an alias, a partial, getattr) launches its
+# kernel by name when called, as one built under its own name does (was "defined but never launched");
+# 13: an approximation's error is at most 0.2% of the norm (was 0.5%): an op near the
 # identity where the output lies (mish around a row max) is another function;
 # 12: a build through getattr, a name assigned the builder, a partial or a module alias
 # is a build; getattr with a literal name reads as the attribute everywhere (torch ops, tampering); ModelNew made

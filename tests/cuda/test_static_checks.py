@@ -179,3 +179,37 @@ def test_torch_compute_and_tampering_behind_getattr_are_seen() -> None:
     assert check_source(nested).reasons == ["fallback_torch_op"]
     patched = GOOD + 'getattr(torch, "cuda").Event = object\n'
     assert "harness_tampering" in check_source(patched).reasons
+
+
+RAW_KERNEL = '''import cupy as cp
+import torch
+import torch.nn as nn
+
+SRC = r"""
+extern "C" __global__ void scale(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+"""
+_scale = cp.RawKernel(SRC, "scale")
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        _scale(((n + 255) // 256,), (256,), (cp.asarray(x), cp.asarray(y), cp.int32(n)))
+        return y
+'''
+
+
+def test_a_raw_kernel_built_under_another_name_launches_its_kernel() -> None:
+    """Built through an alias of RawKernel, its kernel was "defined but never launched" (`no_kernel`)."""
+    assert check_source(RAW_KERNEL, require_call=True).ok
+    for spelling in ("RK = cp.RawKernel", "import functools\nRK = functools.partial(cp.RawKernel, options=())",
+                     'RK = getattr(cp, "RawKernel")'):
+        honest = RAW_KERNEL.replace('_scale = cp.RawKernel(', f'{spelling}\n_scale = RK(')
+        assert check_source(honest, require_call=True).ok, (spelling, check_source(honest, require_call=True).details)
+        unused = honest.replace("        _scale(((n", "        pass  # _scale(((n")
+        assert check_source(unused, require_call=True).reasons == ["no_kernel"], spelling

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 
 from kernelwright.synthesis import ops as O
-from kernelwright.synthesis.family_elementwise import (
+from kernelwright.synthesis.chain_parts import (
     ITEMSIZE,
     MAX_NUMEL,
     MIN_NUMEL,

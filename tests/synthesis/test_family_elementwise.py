@@ -21,7 +21,8 @@ import torch
 from kernelwright.cuda.compile_check import CompileCheckSettings, check_many
 from kernelwright.cuda.static_checks import check_source
 from kernelwright.synthesis import ops as O
-from kernelwright.synthesis.family_elementwise import build_elementwise, chain_flops, lively_chain, varies
+from kernelwright.synthesis.chain_parts import chain_flops, lively_chain, varies
+from kernelwright.synthesis.family_elementwise import build_elementwise
 from kernelwright.synthesis.task import SynthTask
 from kernelwright.verifier.problems import load_problem
 

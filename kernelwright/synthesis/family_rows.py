@@ -273,7 +273,7 @@ def build_softmax(rng: random.Random, task_id: str, seed: int) -> SynthTask:
         args.append(Arg("temperature", "float", round(rng.uniform(0.5, 2.5), 3)))
         params.append("float temperature")
         host_args.append("(float)temperature")
-        prep.append(f"{names.value} = {names.value} / temperature;  // temperature")
+        prep.append(f"/* temperature */ {names.value} = {names.value} / temperature;")
     kernel = _kernel(names, ct, _softmax_program(tail, online, rng.random() < 0.5), v, prep=tuple(prep),
                      params=tuple(params))
     body = [*_rows_cols(), "auto y = torch::empty_like(xc);", "if (y.numel() == 0) return y;",

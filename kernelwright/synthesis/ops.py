@@ -166,6 +166,8 @@ def cuda_chain(chain: list[OpUse], x: str, load: Callable[[int, str], str], scal
 
 def cuda_statements(chain: list[OpUse], var: str, load: Callable[[int, str], str],
                     scalar: Callable[[int], str]) -> list[str]:
-    """The chain as CUDA statements updating the float variable `var` in place, one per op
-    (`v = tanhf(v);`): readable, and the expression never grows."""
-    return [f"{var} = {step.replace('{x}', var)};  // {use.op}" for use, step in _cuda_steps(chain, load, scalar)]
+    """The chain as CUDA statements updating the float variable `var` in place, one per op, each led by
+    the op's name (`/* tanh */ v = tanhf(v);`): readable, and the expression never grows. The name comes
+    first so that a model writing the chain names the next op of the problem's list before it writes
+    that op's code, instead of labelling code it has already chosen."""
+    return [f"/* {use.op} */ {var} = {step.replace('{x}', var)};" for use, step in _cuda_steps(chain, load, scalar)]

@@ -153,8 +153,9 @@ def block(lines: list[str], depth: int) -> str:
     return "".join(f"{pad}{line}\n" if line else "\n" for line in lines)
 
 
-def note(names: Names, text: str) -> list[str]:
-    return [f"// {text}"] if names.comments else []
+def note(names: Names, text: str, always: bool = False) -> list[str]:
+    """A `// text` line where this solution writes comments (or `always`: a chain's plan), else none."""
+    return [f"// {text}"] if names.comments or always else []
 
 
 def chain_lines(chain: list[O.OpUse], form: str, var: str, load: Callable[[int, str], str] | None = None) -> list[str]:

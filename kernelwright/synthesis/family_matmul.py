@@ -37,6 +37,7 @@ from kernelwright.synthesis.task_files import (
     includes,
     launch_check,
     odd,
+    order_note,
     reference_file,
     scalar_count,
     solution_file,
@@ -269,7 +270,7 @@ def build_matmul_epilogue(rng: random.Random, task_id: str, seed: int) -> SynthT
                   f"{names.kernel}<<<grid, block>>>({g.call_args()});"]
         note = "one thread per output, a loop over K (K is small)"
     args = chain_args(pro) + chain_args(epi, scalar_count(pro))
-    cuda = f"{includes(ct)}\n\n{comment(names, note)}{kernel}\n{_host(g, args, launch)}"
+    cuda = f"{includes(ct)}\n\n{comment(names, note, order_note(pro, epi))}{kernel}\n{_host(g, args, launch)}"
     h = "h" if pro else "x"
     product = {"matmul": f"{h} @ w", "matmul_bias": f"{h} @ w + bias", "linear": f"F.linear({h}, w)",
                "linear_bias": f"F.linear({h}, w, bias)"}[tail]

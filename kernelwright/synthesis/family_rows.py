@@ -32,6 +32,7 @@ from kernelwright.synthesis.task_files import (
     includes,
     launch_check,
     odd,
+    order_note,
     reference_file,
     scalar_count,
     sized,
@@ -163,8 +164,8 @@ def _host(names: Names, ct: CType, tensors: Sequence[str], args: Sequence[Arg], 
     return host_signature(names, tensors, args) + " {\n" + "\n".join("    " + s if s else s for s in lines) + "\n}\n"
 
 
-def _cuda(names: Names, ct: CType, kernel: rk.RowKernel, note: str, host: str) -> str:
-    return f"{includes(ct)}\n\n{comment(names, note)}{rk.kernel_source(kernel)}\n{host}"
+def _cuda(names: Names, ct: CType, kernel: rk.RowKernel, note: str, host: str, plan: str = "") -> str:
+    return f"{includes(ct)}\n\n{comment(names, note, plan)}{rk.kernel_source(kernel)}\n{host}"
 
 
 def _rows_cols(x: str = "xc") -> list[str]:
@@ -224,7 +225,7 @@ def build_reduction(rng: random.Random, task_id: str, seed: int) -> SynthTask:
     body = [*_rows_cols(), f"auto y = torch::empty({{{out}}}, {opts});", "if (y.numel() == 0) return y;",
             *rk.launch_lines(kernel, ct.data_ptr("xc"), yptr, host_args)]
     note = f"{_DOC[tail].lower()} over {'each row' if along_rows else 'each column'}: {v.name.replace('_', ' ')}"
-    cuda = _cuda(names, ct, kernel, note, _host(names, ct, ["x"], args, body))
+    cuda = _cuda(names, ct, kernel, note, _host(names, ct, ["x"], args, body), order_note(pro, epi))
     then = f", then {chain_doc(epi, '.')}" if epi else ""
     doc = (f"{_DOC[tail]} over {'the last dim' if along_rows else 'dim 0'} of {chain_doc(pro, 'x')} "
            f"for x of shape (rows, cols){then}.")
@@ -280,7 +281,7 @@ def build_softmax(rng: random.Random, task_id: str, seed: int) -> SynthTask:
             *rk.launch_lines(kernel, ct.data_ptr("xc"), ct.data_ptr("y"), host_args)]
     how = "online max and sum" if online else "max pass, sum pass"
     cuda = _cuda(names, ct, kernel, f"{tail} over each row ({how}): {v.name.replace('_', ' ')}",
-                 _host(names, ct, ["x"], args, body))
+                 _host(names, ct, ["x"], args, body), order_note(pro))
     h = "h" if pro else "x"
     call = {"softmax": f"torch.softmax({h}, dim=-1)", "log_softmax": f"F.log_softmax({h}, dim=-1)",
             "softmax_temp": f"torch.softmax({h} / self.temperature, dim=-1)"}[tail]
@@ -374,7 +375,7 @@ def build_rownorm(rng: random.Random, task_id: str, seed: int) -> SynthTask:
             *rk.launch_lines(kernel, ct.data_ptr("xc"), ct.data_ptr("y"), host_args)]
     how = "one Welford pass" if welford else "mean and variance passes" if tail != "rmsnorm" else "sum of squares"
     note = f"{tail} ({how}): {v.name.replace('_', ' ')}"
-    cuda = _cuda(names, ct, kernel, note, _host(names, ct, tensors, args, body))
+    cuda = _cuda(names, ct, kernel, note, _host(names, ct, tensors, args, body), order_note(pro))
     h = "h" if pro else "x"
     wb = "".join(f", {t}" for t in tensors[1:])
     call = (f"F.group_norm({h}, self.num_groups{wb}, eps=self.eps)" if group else

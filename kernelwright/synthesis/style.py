@@ -63,6 +63,9 @@ class Names:
         self.comments = rng.random() < 0.6
 
 
-def comment(names: Names, text: str) -> str:
-    """A `// text` line where this solution writes comments, else nothing."""
-    return f"// {text}\n" if names.comments else ""
+def comment(names: Names, text: str, plan: str = "") -> str:
+    """A `// text` line where this solution writes comments, else nothing; `plan` (the ops of a chain in
+    the order they run, "; first x through ...") is written either way: it is what a model copies its op
+    statements from."""
+    line = f"{text}{plan}" if names.comments else plan.removeprefix("; ")
+    return f"// {line}\n" if line else ""

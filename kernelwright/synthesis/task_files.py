@@ -77,6 +77,15 @@ def chain_doc(chain: Sequence[OpUse], x: str) -> str:
     return x
 
 
+def order_note(before: Sequence[OpUse], after: Sequence[OpUse] = ()) -> str:
+    """The chain's ops in the order the kernel applies them, for its comment: "; first x through elu, then
+    tanh; then the result through relu" ("" without ops). The docstring nests them (`tanh(elu(x))`); the
+    kernel's comment lists them in the order its statements follow, each statement named before its code."""
+    parts = [f"; {what} through {', then '.join(u.op for u in chain)}"
+             for what, chain in (("first x", before), ("then the result", after)) if chain]
+    return "".join(parts)
+
+
 def _no_broadcast(j: int, axis: str) -> str:
     raise ValueError(f"broadcast operand p{j} ({axis}) in a chain that has none")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import math
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +169,25 @@ def test_a_degenerate_chain_is_drawn_again() -> None:
     assert varies([O.OpUse("erf"), O.OpUse("add_scalar", value=0.5), O.OpUse("relu")])
     for s in range(60):
         assert varies(lively_chain(random.Random(s), 5, "float32", True))
+
+
+
+def test_every_op_of_a_chain_is_named_before_its_code_in_the_order_the_comment_lists() -> None:
+    """Kernels name each op before its code (`/* gelu */ v = ...;`), and the kernel's comment lists the ops
+    in the order they run, also where the docstring nests them (`tanh(elu(x))`: rows and matmul families)."""
+    from kernelwright.synthesis.generator import generate_tasks
+
+    op = re.compile(r"\b(" + "|".join(sorted(O.OPS, key=len, reverse=True)) + r")\b")
+    families = set()
+    for task in generate_tasks(80, 0):
+        if not task.ops:
+            continue
+        plan = r"^// (?:y = |\w+, then |(?:.*?; )?first x through |(?:.*?; )?then the result through )(.*)$"
+        lists = [m.group(1) for m in re.finditer(plan, task.solution, re.M)]
+        assert lists, task.id
+        assert op.findall(lists[0]) == list(task.ops), (task.id, lists[0])
+        named = set(re.findall(r"/\* (\w+) \*/ \w+ = ", task.solution)) - {"temperature"}
+        assert named in (set(), set(task.ops)), task.id  # none: the chain written as one expression
+        assert not re.search(r";\s*// (" + "|".join(O.OPS) + r")$", task.solution, re.M), task.id  # never after
+        families.add(task.family)
+    assert {"elementwise", "matmul_epilogue", "reduction", "rownorm"} <= families

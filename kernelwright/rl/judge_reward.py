@@ -6,7 +6,10 @@ float per completion out). For each generation batch it
 1. turns each completion into a candidate file: a whole problem's answer is the code of its first
    fenced block; an infill answer is spliced into its partial solution (infill_format.splice). A
    completion without code gets `no_candidate` and is not judged;
-2. judges the batch at once (judging.py: the GPU judge, `verify_jobs` in parallel, or NVRTC);
+2. judges the batch at once (judging.py: the GPU judge, `verify_jobs` in parallel, or NVRTC), each
+   distinct (problem, candidate) once: a policy sure of itself samples the same answer many times in a
+   group, and the same text earns the same reward (`rl/judged_share`: distinct candidates judged over
+   candidates with code);
 3. computes each reward part (reward.py) and checks that no rejected verdict got a positive reward
    (`rl/cheat_positive`, 0; anything else stops the run with CheatRewarded);
 4. logs, per step: the mean of every reward part (`reward/<part>`), the count of every verdict reason
@@ -112,6 +115,7 @@ class JudgeReward:
         self.stats = RunStats()
         self._last_start: float | None = None
         self._calls = 0
+        self.judged_share = 1.0  # of the last batch: distinct candidates judged / candidates with code
 
     def __call__(self, prompts: list[Any], completions: list[Any], item_id: list[str], phase: list[str],
                  kind: list[str], reference: list[str], partial: list[str], trainer_state: Any = None,
@@ -138,6 +142,7 @@ class JudgeReward:
         self._count(verdicts, totals, reward_s)
         metrics["rl/cheat_rate_run"] = self.stats.cheat_rate
         metrics["rl/reward_s"] = reward_s
+        metrics["rl/judged_share"] = self.judged_share
         if self._last_start is not None:
             metrics["rl/reward_share"] = reward_s / max(time.perf_counter() - self._last_start, 1e-9)
         metrics["rl/phase"] = sum(ph == INFILL for ph in phase) / max(len(phase), 1)  # 1: infill, 0: whole
@@ -153,10 +158,14 @@ class JudgeReward:
         return totals
 
     def _judge(self, step: int, sources: Sequence[str | None], references: Sequence[str]) -> list[Verdict]:
-        """Every candidate with code judged at once; the others `no_candidate`."""
+        """Every distinct candidate with code judged once, all at once, its verdict given to its copies;
+        the others `no_candidate`."""
         verdicts: list[Verdict | None] = [None if s is not None else Verdict.of("no_candidate", NO_CODE)
                                           for s in sources]
-        todo = [i for i, s in enumerate(sources) if s is not None]
+        first: dict[tuple[str, str], int] = {}  # (problem, candidate) -> the first completion that wrote it
+        copy_of = {i: first.setdefault((references[i], s), i) for i, s in enumerate(sources) if s is not None}
+        todo = sorted(set(copy_of.values()))
+        self.judged_share = len(todo) / len(copy_of) if copy_of else 1.0
         if todo:
             self.scratch.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=self.scratch, prefix=f"step-{step}-") as tmp:
@@ -172,6 +181,8 @@ class JudgeReward:
                 raise RuntimeError(f"the judge returned {len(judged)} verdicts for {len(todo)} candidates")
             for i, verdict in zip(todo, judged, strict=True):
                 verdicts[i] = verdict
+            for i, original in copy_of.items():
+                verdicts[i] = verdicts[original]
         return [v for v in verdicts if v is not None]
 
     def _count(self, verdicts: Sequence[Verdict], totals: Sequence[float], reward_s: float) -> None:

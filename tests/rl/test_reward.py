@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 from kernelwright.errors import UsageError
-from kernelwright.rl.judge_reward import batch_metrics, candidate_source
+from kernelwright.rl.judge_reward import JudgeReward, batch_metrics, candidate_source
+from kernelwright.rl.judging import JudgeItem
 from kernelwright.rl.reward import (
     CHEAT_REASONS,
     NOT_CHEATS,
@@ -130,3 +133,29 @@ def test_candidates_from_completions() -> None:
     assert candidate_source("```cuda\nint i = 0;\n```", "infill", partial) == (
         'src = """\nA\nint i = 0;\nB\n"""\n', True)
     assert candidate_source("", "infill", partial) == (None, False)
+
+
+def test_each_distinct_candidate_is_judged_once_and_its_copies_share_its_verdict(tmp_path: Path) -> None:
+    """A sure policy samples one answer many times in a group: judging every copy cost the step's judge
+    time for nothing, and the same text must earn the same reward."""
+    judged: list[tuple[str, str]] = []
+
+    def judge(items: Sequence[JudgeItem]) -> list[Verdict]:
+        out = []
+        for it in items:
+            judged.append((it.problem.read_text(), it.candidate.read_text()))
+            out.append(Verdict.of("ok", "") if "good" in it.candidate.read_text() else Verdict.of("wrong_output", ""))
+        return out
+
+    reward = JudgeReward(judge, RewardWeights(), tmp_path)
+    good, bad = "```python\nclass ModelNew: pass  # good\n```", "```python\nclass ModelNew: pass\n```"
+    completions = [good, good, bad, good, "```python\n```", bad]  # the fifth: an empty block, no code
+    problems = ["p1", "p1", "p1", "p2", "p1", "p1"]
+    metrics: dict[str, float] = {}
+    totals = reward(prompts=[""] * 6, completions=completions, item_id=list("abcdef"), phase=["whole"] * 6,
+                    kind=[""] * 6, reference=problems, partial=[""] * 6,
+                    log_metric=lambda k, v: metrics.__setitem__(k, v))
+    assert sorted(judged) == sorted([("p1", "class ModelNew: pass  # good\n"), ("p1", "class ModelNew: pass\n"),
+                                     ("p2", "class ModelNew: pass  # good\n")])  # the same answer to p2 counts
+    assert totals[0] == totals[1] == totals[3] > totals[2] == totals[5] and totals[4] == 0
+    assert metrics["rl/judged_share"] == pytest.approx(3 / 5)

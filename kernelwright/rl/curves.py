@@ -8,7 +8,7 @@ the KL to the starting policy beside the reward's share of the step's wall time;
 curriculum turns from infill tasks to whole problems is marked. The summary gives the first and last
 steps' figures, completions an hour (completions a step, counted from the verdict reasons, over the
 median seconds between consecutive steps' logs, so a resumed run's gap is left out) and the judge's
-mean share of a step.
+mean share of a step (the reward's seconds over TRL's `step_time`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from kernelwright.rl.judge_reward import PARTS as REWARD_PARTS  # noqa: E402
 PARTS = tuple(f"reward/{name}" for name in REWARD_PARTS)  # the metrics judge_reward logs per step
 RATES = ("rl/compile_rate", "rl/correct_rate", "rl/cheat_rate")
 OTHERS = ("reward/total", "kl", "rl/reward_share", "rl/phase", "completions/mean_length")
+TIMES = ("rl/reward_s", "step_time")  # the reward's seconds (judge_reward) and the step's (TRL), per step
 
 
 @dataclass
@@ -48,6 +49,13 @@ class RLCurves:
     def steps(self, key: str) -> list[int]:
         return sorted(self.series.get(key, {}))
 
+    def judge_share(self) -> dict[int, float]:
+        """The reward's share of each step: its seconds over TRL's `step_time` where both were logged, else
+        the logged `rl/reward_share` (runs before `step_time` was read)."""
+        reward_s, step_s = self.series.get("rl/reward_s", {}), self.series.get("step_time", {})
+        shares = {s: min(reward_s[s] / t, 1.0) for s, t in step_s.items() if s in reward_s and t > 0}
+        return shares or dict(self.series.get("rl/reward_share", {}))
+
     def phase_turn(self) -> int | None:
         """The first step of whole problems, when the run had both phases."""
         phase = self.series.get("rl/phase", {})
@@ -60,7 +68,7 @@ class RLCurves:
         total = sum(self.completions.values())
         first_last = {k: {"first": self.values(k)[0], "last": self.values(k)[-1]}
                       for k in (*OTHERS[:2], *RATES) if self.values(k)}
-        shares = self.values("rl/reward_share")
+        shares = list(self.judge_share().values())
         per_step = total / len(self.completions) if self.completions else None
         return {
             "run_id": self.run_id, "steps": len(steps), "completions": total,
@@ -75,7 +83,7 @@ class RLCurves:
 def read_curves(client: MlflowClient, run_id: str) -> RLCurves:
     """The run's series of every key the figure and the summary use."""
     curves = RLCurves(run_id=run_id)
-    for key in (*PARTS, *RATES, *OTHERS):
+    for key in (*PARTS, *RATES, *OTHERS, *TIMES):
         history = client.get_metric_history(run_id, key)
         if history:
             curves.series[key] = {m.step: m.value for m in history}
@@ -108,9 +116,9 @@ def curves_figure(curves: RLCurves, dest: Path) -> Path:
         kl_ax.plot(curves.steps("kl"), curves.values("kl"), marker="o", markersize=3, color="tab:purple", label="KL")
     kl_ax.set_title("KL to the starting policy; judge's share of a step")
     share_ax = kl_ax.twinx()
-    if curves.values("rl/reward_share"):
-        share_ax.plot(curves.steps("rl/reward_share"), curves.values("rl/reward_share"), linestyle="--",
-                      color="tab:green", label="judge share")
+    if shares := sorted(curves.judge_share().items()):
+        share_ax.plot([s for s, _ in shares], [v for _, v in shares], linestyle="--", color="tab:green",
+                      label="judge share")
     share_ax.set_ylim(0, 1.05)
     turn = curves.phase_turn()
     for ax in axes:

@@ -113,7 +113,7 @@ class JudgeReward:
         self.judge, self.weights, self.scratch = judge, weights, scratch
         self.correctness_only, self.samples_every, self.on_batch = correctness_only, samples_every, on_batch
         self.stats = RunStats()
-        self._last_start: float | None = None
+        self._last_end: float | None = None  # when the previous batch's reward ended
         self._calls = 0
         self.judged_share = 1.0  # of the last batch: distinct candidates judged / candidates with code
 
@@ -143,10 +143,10 @@ class JudgeReward:
         metrics["rl/cheat_rate_run"] = self.stats.cheat_rate
         metrics["rl/reward_s"] = reward_s
         metrics["rl/judged_share"] = self.judged_share
-        if self._last_start is not None:
-            metrics["rl/reward_share"] = reward_s / max(time.perf_counter() - self._last_start, 1e-9)
+        if self._last_end is not None:  # one cycle: the last step's update, this batch's generation, its reward
+            metrics["rl/reward_share"] = reward_s / max(time.perf_counter() - self._last_end, 1e-9)
         metrics["rl/phase"] = sum(ph == INFILL for ph in phase) / max(len(phase), 1)  # 1: infill, 0: whole
-        self._last_start = started
+        self._last_end = time.perf_counter()
         if log_metric is not None:
             for name, value in metrics.items():
                 log_metric(name, value)

@@ -159,3 +159,26 @@ def test_each_distinct_candidate_is_judged_once_and_its_copies_share_its_verdict
                                      ("p2", "class ModelNew: pass  # good\n")])  # the same answer to p2 counts
     assert totals[0] == totals[1] == totals[3] > totals[2] == totals[5] and totals[4] == 0
     assert metrics["rl/judged_share"] == pytest.approx(3 / 5)
+
+
+def test_the_judges_share_is_of_one_cycle_update_generation_and_reward(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The share counted from the previous reward's start, so both rewards were in its denominator."""
+    import types
+
+    from kernelwright.rl import judge_reward
+
+    clock = [100.0]
+    monkeypatch.setattr(judge_reward, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    def judge(items: Sequence[JudgeItem]) -> list[Verdict]:
+        clock[0] += 3.0  # the judge's 3 s
+        return [Verdict.of("ok", "") for _ in items]
+
+    reward = JudgeReward(judge, RewardWeights(), tmp_path)
+    logged: list[tuple[str, float]] = []
+    for _ in range(2):
+        reward(prompts=[""], completions=["```python\nclass ModelNew: pass\n```"], item_id=["a"], phase=["whole"],
+               kind=[""], reference=["p"], partial=[""], log_metric=lambda k, v: logged.append((k, v)))
+        clock[0] += 7.0  # the update and the next generation
+    assert [v for k, v in logged if k == "rl/reward_share"] == [pytest.approx(0.3)]  # 3 s of a 10 s cycle

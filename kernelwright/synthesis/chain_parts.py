@@ -104,8 +104,7 @@ def reference_file(doc: str, family: str, dtype: str, shapes: list[dict[str, int
     `dtype = ...` (its own return line included); `flops` / `bytes_moved` = expressions of the shape keys."""
     keys = list(shapes[0])
     sig = ", ".join(f"{k}: int = {shapes[0][k]}" for k in keys)
-    init_sig = "".join(f", s{j}: float" for j in range(len(scalars)))
-    init_body = "".join(f"        self.s{j} = s{j}\n" for j in range(len(scalars)))
+    init_sig, init_body = _scalar_init(len(scalars))
     args = ", ".join(f"{a}: torch.Tensor" for a in forward[0])
     shape_lines = ",\n".join(f"    {s!r}".replace("'", '"') for s in shapes)
     body = "".join(f"        {line}\n" for line in forward[1])
@@ -120,14 +119,18 @@ def reference_file(doc: str, family: str, dtype: str, shapes: list[dict[str, int
             f"def bytes_moved({sig}) -> float:\n    return {bytes_moved}\n")
 
 
+def _scalar_init(n: int) -> tuple[str, str]:
+    """The constructor's scalar parameters (`, s0: float`) and the lines that keep them (`self.s0 = s0`)."""
+    return "".join(f", s{j}: float" for j in range(n)), "".join(f"        self.s{j} = s{j}\n" for j in range(n))
+
+
 def solution_file(rng: random.Random, names: Names, cuda: str, host_sig: str, n_scalars: int,
                   tensors: list[str]) -> str:
     """The ModelNew file: one load_inline of `cuda` binding `names.host` (declared by `host_sig`, its
     parameter list), called with the forward's `tensors` and then the scalars `self.s<j>`."""
     src, mod = rng.choice(("cuda_source", "cuda_src", "kernel_source")), rng.choice(("_ext", "_module", "_kernels"))
     call = ", ".join([*tensors, *(f"self.s{j}" for j in range(n_scalars))])
-    init_sig = "".join(f", s{j}: float" for j in range(n_scalars))
-    init_body = "".join(f"        self.s{j} = s{j}\n" for j in range(n_scalars))
+    init_sig, init_body = _scalar_init(n_scalars)
     args = ", ".join(f"{t}: torch.Tensor" for t in tensors)
     return (f'import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n'
             f'{src} = r"""\n{cuda}"""\n\ncpp_source = "torch::Tensor {names.host}({host_sig});"\n\n'

@@ -24,8 +24,9 @@
 #    verified pairs (bench/heldout_token_nll.py);
 # 6. the table over seeds (bench/cuset_ablation.py reads every evaluate-* folder), under one
 #    `cuset-ablation` parent run in WORKDIR/mlflow.db;
-# 7. the champion on the 13 held-out seed tasks (SEED_SAMPLES each); `kernelwright serve` with its
-#    defaults, and the compile pass rate of its answers to SERVE_PROBLEMS held-out compositions;
+# 7. the champion on the 13 held-out seed tasks (SEED_SAMPLES each; 0: not evaluated); `kernelwright serve`
+#    with its defaults, and the compile pass rate of its answers to SERVE_PROBLEMS held-out compositions
+#    (0: no server);
 # 8. with RL_STEPS > 0, `kernelwright rl` (its own MLflow run) from the version with the best
 #    held-out-composition fast_0, then compile rate (no champion needed: a policy that compiles
 #    already earns reward); the RL version is then generated for and judged on the same held-out
@@ -327,10 +328,10 @@ PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/cuset_ablation.py "$WORKDIR" \
 CHAMPION="models:/kernelwright-coder@champion"
 if "$PY" -c "from mlflow import MlflowClient; MlflowClient().get_model_version_by_alias('kernelwright-coder', 'champion')" 2>/dev/null; then
     out="$WORKDIR/champion-seed-heldout"
-    [ -e "$out/.done" ] || { $KW evaluate --model "$CHAMPION" --samples "$SEED_SAMPLES" --temperature "$TEMPERATURE" \
+    [ -e "$out/.done" ] || [ "$SEED_SAMPLES" = 0 ] || { $KW evaluate --model "$CHAMPION" --samples "$SEED_SAMPLES" --temperature "$TEMPERATURE" \
         --max-new-tokens "$MAX_NEW_TOKENS" --static-cache "$STATIC_CACHE" --compile-baseline "$CHECK_COMPILE_BASELINE" \
         --batch-size "$EVAL_BATCH" --no-gate --out "$out" --workdir "$WORKDIR"; touch "$out/.done"; }
-    if [ ! -e "$WORKDIR/serve_compile_rate.json" ]; then
+    if [ ! -e "$WORKDIR/serve_compile_rate.json" ] && [ "$SERVE_PROBLEMS" != 0 ]; then
         $KW serve > "$WORKDIR/serve.log" 2>&1 &  # every default: the champion of this work folder's registry
         SERVE_PID=$!
         $PY bench/serve_compile_rate.py --problems "$SYN/heldout" --count "$SERVE_PROBLEMS" \

@@ -23,7 +23,10 @@ get() { local i; for ((i = 0; i < ${#args[@]}; i++)); do [ "${args[$i]}" = "$1" 
 log() { echo "$1 $2" >> "$LOG"; }
 case " $* " in
     " - "*) exec "$REAL_PYTHON" "$@" ;;  # the script's own snippets
-    *" -c "*) exit 1 ;;  # the champion check: there is none
+    *" -c "*) [ -n "${CHAMPION:-}" ] ;;  # the champion check: there is one only when told
+    *" --no-gate --out "*champion-seed-heldout*) mkdir -p "$(get --out)"; log seed-tasks - ;;
+    *".cli serve"*) log serve -; sleep 30 ;;
+    *serve_compile_rate*) log serve-check "$(get --count)"; echo '{}' > "$(get --json)" ;;
     *" base-model pretrain "*) mkdir -p "$(get --out)"; log pretrain - ;;
     *".cli rl "*) log rl-start -; sleep 0.3; [ -z "${FAIL_RL:-}" ] || exit 4; mkdir -p "$(get --out)/final"
                   accum="$(get --gradient-accumulation-steps)"
@@ -188,3 +191,13 @@ def test_jobs_are_spread_over_the_gpus_given(tmp_path: Path) -> None:
             assert running[gpu] <= 3
         elif kind == "check-end":
             running[on[arg]] -= 1
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
+def test_the_champion_is_evaluated_on_the_seed_tasks_and_served_unless_told_not_to(tmp_path: Path) -> None:
+    calls = _run(tmp_path, tmp_path / "w1", parallel=1, MODES="plain", CHAMPION="1", SERVE_PROBLEMS="5")
+    assert [(k, a) for k, a in calls if k in ("seed-tasks", "serve", "serve-check")] == [
+        ("seed-tasks", "-"), ("serve", "-"), ("serve-check", "5")]
+    skipped = _run(tmp_path, tmp_path / "w2", parallel=1, MODES="plain", CHAMPION="1", SEED_SAMPLES="0",
+                   SERVE_PROBLEMS="0")  # an ablation's lease: neither
+    assert not [k for k, _ in skipped if k in ("seed-tasks", "serve", "serve-check")]

@@ -114,7 +114,8 @@ fi
 if [ -z "${GPUS+x}" ]; then  # unset: the visible GPUs (none in a smoke run)
     GPUS=
     if [ "$VERIFY" = gpu ] && [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then GPUS="${CUDA_VISIBLE_DEVICES//,/ }"
-    elif [ "$VERIFY" = gpu ]; then GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | tr '\n' ' ' || true)
+    elif [ "$VERIFY" = gpu ]; then
+        GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | tr '\n' ' ' || true)
     fi
 fi
 export GPUS
@@ -328,8 +329,8 @@ PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/cuset_ablation.py "$WORKDIR" \
 CHAMPION="models:/kernelwright-coder@champion"
 if "$PY" -c "from mlflow import MlflowClient; MlflowClient().get_model_version_by_alias('kernelwright-coder', 'champion')" 2>/dev/null; then
     out="$WORKDIR/champion-seed-heldout"
-    [ -e "$out/.done" ] || [ "$SEED_SAMPLES" = 0 ] || { $KW evaluate --model "$CHAMPION" --samples "$SEED_SAMPLES" --temperature "$TEMPERATURE" \
-        --max-new-tokens "$MAX_NEW_TOKENS" --static-cache "$STATIC_CACHE" --compile-baseline "$CHECK_COMPILE_BASELINE" \
+    [ -e "$out/.done" ] || [ "$SEED_SAMPLES" = 0 ] || { $KW evaluate --model "$CHAMPION" --samples "$SEED_SAMPLES" \
+        --temperature "$TEMPERATURE" --max-new-tokens "$MAX_NEW_TOKENS" --static-cache "$STATIC_CACHE" --compile-baseline "$CHECK_COMPILE_BASELINE" \
         --batch-size "$EVAL_BATCH" --no-gate --out "$out" --workdir "$WORKDIR"; touch "$out/.done"; }
     if [ ! -e "$WORKDIR/serve_compile_rate.json" ] && [ "$SERVE_PROBLEMS" != 0 ]; then
         $KW serve > "$WORKDIR/serve.log" 2>&1 &  # every default: the champion of this work folder's registry

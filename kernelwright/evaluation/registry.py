@@ -15,8 +15,10 @@ import hashlib
 import logging
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
@@ -88,15 +90,36 @@ def record_figures(name: str, version: str, metrics: dict[str, float], scope: di
         client.set_model_version_tag(name, version, f"{TAG}{key}", value)
 
 
+_GATE_LOCKS: dict[str, Any] = {}  # lock file -> its FileLock: one object per file, so a thread may take it again
+_GATE_LOCKS_MADE = threading.Lock()
+
+
+def _store_key(uri: str) -> str:
+    """The tracking store a URI names, one spelling per store: a SQLite file's or a local file store's
+    path resolved (relative, absolute and `file:` spellings of one store share its gate); a server's
+    URI as it is."""
+    if uri.startswith("sqlite:///"):
+        return "sqlite:" + str(Path(uri[len("sqlite:///"):]).resolve())
+    if uri.startswith("file://"):
+        return "file:" + str(Path(uri[len("file://"):]).resolve())
+    if "://" in uri or uri.startswith("databricks"):
+        return uri
+    return "file:" + str(Path(uri).resolve())
+
+
 @contextlib.contextmanager
 def gate_lock(name: str) -> Iterator[None]:
     """Hold the gate of registered model `name` in this tracking store (a file lock, released when the
-    process dies): nothing else on this host moves its champion meanwhile."""
+    process dies): nothing else on this host moves its champion meanwhile. Other threads and processes
+    wait; the thread that holds it may take it again."""
     import mlflow
     from filelock import FileLock
 
-    key = hashlib.sha256(f"{mlflow.get_tracking_uri()}\0{name}".encode()).hexdigest()[:16]
-    with FileLock(str(Path(tempfile.gettempdir()) / f"kw_gate_{os.getuid()}_{key}.lock")):
+    key = hashlib.sha256(f"{_store_key(mlflow.get_tracking_uri())}\0{name}".encode()).hexdigest()[:16]
+    path = str(Path(tempfile.gettempdir()) / f"kw_gate_{os.getuid()}_{key}.lock")
+    with _GATE_LOCKS_MADE:
+        lock = _GATE_LOCKS.setdefault(path, FileLock(path))
+    with lock:
         yield
 
 

@@ -87,3 +87,24 @@ def test_evaluations_side_by_side_gate_one_at_a_time(monkeypatch: pytest.MonkeyP
     assert len(champion) == 1  # one promotion: the other version was gated against it
     loser = {"1": "2", "2": "1"}[champion[0]]
     assert decisions[loser].reason == "fast_1 did not improve" and decisions[loser].champion is not None
+
+
+def test_the_gate_lock_is_one_per_store_whatever_its_spelling_and_a_thread_may_retake_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kernelwright.evaluation.registry import _store_key, gate_lock
+
+    monkeypatch.chdir(tmp_path)
+    assert _store_key("sqlite:///mlflow.db") == _store_key(f"sqlite:///{tmp_path}/sub/../mlflow.db")
+    assert _store_key("mlruns") == _store_key(f"file://{tmp_path}/mlruns") == _store_key(str(tmp_path / "mlruns"))
+    assert _store_key("http://tracking:5000") == "http://tracking:5000"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
+    done = threading.Event()
+
+    def nested() -> None:  # a gate inside a gate of the same thread (an evaluation a gate runs) must not wait
+        with gate_lock("m"), gate_lock("m"):
+            done.set()
+
+    worker = threading.Thread(target=nested, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert done.is_set()

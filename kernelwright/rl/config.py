@@ -38,6 +38,10 @@ class RLConfig:
     infill_steps: int | None = field(default=None, metadata={
         "help": "Steps of phase 1 (infill tasks: complete a hidden region of a verified kernel); the rest are phase 2 "
                 "(whole problems). None: half of --steps; 0: no infill phase."})
+    items_per_phase: int | None = field(default=None, metadata={
+        "help": "Training items each phase draws once (by --seed) and cycles through; None: every item. A pool "
+                "smaller than the phase's prompts recurs, so a short run's reward follows the same prompts "
+                "(learning) rather than which prompts each step drew."})
     num_generations: int = field(default=8, metadata={
         "help": "Completions sampled per prompt (the GRPO group); at least 2."})
     per_device_train_batch_size: int = field(default=8, metadata={
@@ -110,6 +114,8 @@ class RLConfig:
             raise UsageError(f"learning_rate must be a positive number, not {self.learning_rate}")
         if self.infill_steps is not None and not 0 <= self.infill_steps <= self.steps:
             raise UsageError(f"infill_steps must be within 0 and steps ({self.steps}), not {self.infill_steps}")
+        if self.items_per_phase is not None and self.items_per_phase <= 0:
+            raise UsageError(f"items_per_phase must be positive (or unset: every item), not {self.items_per_phase}")
         if self.num_generations < 2:
             raise UsageError("num_generations must be at least 2 (GRPO compares completions of one prompt)")
         batch = self.per_device_train_batch_size * self.gradient_accumulation_steps

@@ -14,9 +14,9 @@ task an infill task was cut from), and the seed corpus's held-out tasks (`kernel
 their ids and their reference text). A training item that matches any of them is dropped, and counted.
 
 The rows go to the trainer in order (no shuffle): the first `phase1_steps x prompts_per_step` rows
-are infill tasks, the rest whole problems, each phase's items shuffled by the seed and cycled. A
-longer run of the same config and data starts with the same rows, so a resumed run that was given
-more steps continues where it stopped.
+are infill tasks, the rest whole problems, each phase's items (or `--items-per-phase` of them, drawn
+once by the seed) shuffled by the seed and cycled. A longer run of the same config and data starts
+with the same rows, so a resumed run that was given more steps continues where it stopped.
 """
 
 from __future__ import annotations
@@ -211,8 +211,17 @@ def curriculum_items(curriculum: Curriculum, cfg: RLConfig) -> list[RLItem]:
     if phase2 and not curriculum.whole:
         raise UsageError("no whole training problems in the data (train/<id>/reference.py): pass --infill-steps "
                          "equal to --steps for an infill-only run")
-    return (phase_order(curriculum.infill, phase1 * per_step, cfg.seed) +
-            phase_order(curriculum.whole, phase2 * per_step, cfg.seed + 1))
+    return (phase_order(pool(curriculum.infill, cfg.items_per_phase, cfg.seed), phase1 * per_step, cfg.seed) +
+            phase_order(pool(curriculum.whole, cfg.items_per_phase, cfg.seed + 1), phase2 * per_step, cfg.seed + 1))
+
+
+def pool(items: list[RLItem], size: int | None, seed: int) -> list[RLItem]:
+    """The phase's items the run cycles through: `size` of them drawn by `seed` (all of them for None or a
+    size they do not exceed), in their order."""
+    if size is None or size >= len(items):
+        return items
+    kept = set(random.Random(f"pool:{seed}").sample(range(len(items)), size))
+    return [it for i, it in enumerate(items) if i in kept]
 
 
 def rows(items: list[RLItem]) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ import pytest
 
 from kernelwright.errors import UsageError
 from kernelwright.rl.config import RLConfig
-from kernelwright.rl.curriculum import INFILL, WHOLE, curriculum_items, held_out, load_curriculum, rows
+from kernelwright.rl.curriculum import INFILL, WHOLE, RLItem, curriculum_items, held_out, load_curriculum, rows
 from kernelwright.seed import load_seed_tasks, split_tasks
 from tests.rl._data import KEPT, make_data
 
@@ -65,3 +65,19 @@ def test_a_phase_without_items_is_refused(data: Path, tmp_path: Path) -> None:
     assert len(curriculum_items(load_curriculum(only_whole), RLConfig(steps=4, infill_steps=0))) == 4 * 1
     with pytest.raises(UsageError, match="no synthesized data"):
         load_curriculum(tmp_path / "missing")
+
+
+def test_a_pool_of_items_per_phase_recurs_and_a_longer_run_keeps_it(data: Path) -> None:
+    """A short run's reward follows the same prompts when each phase cycles through a small pool."""
+    def items(steps: int, size: int | None) -> list[RLItem]:
+        return curriculum_items(load_curriculum(data), RLConfig(
+            data=str(data), steps=steps, infill_steps=0, num_generations=2, per_device_train_batch_size=2,
+            items_per_phase=size))
+
+    pooled = items(8, 2)
+    assert len({it.id for it in pooled}) == 2 and len(pooled) == 8  # 2 of the kept problems, 4 times each
+    assert {it.id for it in pooled} <= set(KEPT)
+    assert items(12, 2)[:8] == pooled  # the pool and the order do not depend on the run's length
+    assert {it.id for it in items(8, None)} == set(KEPT) == {it.id for it in items(8, 99)}
+    with pytest.raises(UsageError, match="items_per_phase"):
+        RLConfig(items_per_phase=0)

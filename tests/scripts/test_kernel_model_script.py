@@ -196,8 +196,9 @@ def test_jobs_are_spread_over_the_gpus_given(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
 def test_the_champion_is_evaluated_on_the_seed_tasks_and_served_unless_told_not_to(tmp_path: Path) -> None:
     calls = _run(tmp_path, tmp_path / "w1", parallel=1, MODES="plain", CHAMPION="1", SERVE_PROBLEMS="5")
-    assert [(k, a) for k, a in calls if k in ("seed-tasks", "serve", "serve-check")] == [
-        ("seed-tasks", "-"), ("serve", "-"), ("serve-check", "5")]
+    # the server starts in the background: its own line may come after the check's, or not before it is stopped
+    ran = [(k, a) for k, a in calls if k in ("seed-tasks", "serve-check")]
+    assert ran == [("seed-tasks", "-"), ("serve-check", "5")]
     skipped = _run(tmp_path, tmp_path / "w2", parallel=1, MODES="plain", CHAMPION="1", SEED_SAMPLES="0",
                    SERVE_PROBLEMS="0")  # an ablation's lease: neither
     assert not [k for k, _ in skipped if k in ("seed-tasks", "serve", "serve-check")]

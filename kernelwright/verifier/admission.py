@@ -176,10 +176,15 @@ class Ledger:
             return sum(t != token for t in state["holders"])
 
 
+def _first_visible() -> str:
+    """The first visible GPU as CUDA_VISIBLE_DEVICES names it: an index, a UUID or a MIG slice; "0" when unset."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+
+
 def visible_gpu() -> str:
-    """The first visible GPU as CUDA_VISIBLE_DEVICES names it (an index or a UUID; "0" when unset), made
-    safe for a file name: the key of what the processes using one GPU share on this host."""
-    return re.sub(r"[^A-Za-z0-9-]", "_", os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0")
+    """The first visible GPU (`_first_visible`) made safe for a file name: the key of what the processes
+    using one GPU share on this host."""
+    return re.sub(r"[^A-Za-z0-9-]", "_", _first_visible())
 
 
 def host_gpu_ledger() -> str:
@@ -194,7 +199,7 @@ class _NvmlMemory(ctypes.Structure):
 def gpu_memory() -> tuple[int, int] | None:
     """(total, free) bytes of the first visible GPU through NVML (by index or UUID as
     CUDA_VISIBLE_DEVICES names it); None without NVML, on a MIG slice, or on any NVML error."""
-    device = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+    device = _first_visible()
     try:
         nvml = ctypes.CDLL("libnvidia-ml.so.1")
     except OSError:

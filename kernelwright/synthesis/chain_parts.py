@@ -12,7 +12,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 
 from kernelwright.synthesis import ops as O
-from kernelwright.synthesis.style import CTYPES, CType, Names
+from kernelwright.synthesis.style import CTYPES, CType, Names, comment
 
 EXPR_LIMIT = 1200  # longer one-expression chains are written as statements
 # rough floating-point operations per element of an op (1 unless named; a transcendental counts a few)
@@ -156,9 +156,10 @@ def block(lines: list[str], depth: int) -> str:
     return "".join(f"{pad}{line}\n" if line else "\n" for line in lines)
 
 
-def note(names: Names, text: str, always: bool = False) -> list[str]:
-    """A `// text` line where this solution writes comments (or `always`: a chain's plan), else none."""
-    return [f"// {text}"] if names.comments or always else []
+def note(names: Names, text: str, plan: str = "") -> list[str]:
+    """`style.comment`'s line (`plan` written either way) as a list of lines: one or none."""
+    line = comment(names, text, plan)
+    return [line.rstrip("\n")] if line else []
 
 
 def chain_lines(chain: list[O.OpUse], form: str, var: str, load: Callable[[int, str], str] | None = None) -> list[str]:

@@ -31,6 +31,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from kernelwright.cuda.slim_header import build_in_subprocess
+
 WAIT_S = 120.0  # a worker waits this long for the parent's build (it takes ~20-50 s), then goes without
 BUILD = ("import torch.utils.cpp_extension as ext; "
          "ext._check_and_build_extension_h_precompiler_headers([], [])")
@@ -47,9 +49,12 @@ def build_header(timeout_s: float) -> bool:
 
 def _build_under_lock(fh: IO[str], timeout_s: float, name: str) -> threading.Thread:
     """A started thread that builds the header, writes "ok" or "failed" into the lock file `fh`
-    (held exclusively by the caller) and then releases the lock."""
+    (held exclusively by the caller) and then releases the lock; then, with the workers already
+    building, the slim header of split builds (slim_header.py: found up to date after its first
+    build; workers use it once it is ready)."""
 
     def build() -> None:
+        ok = False
         try:
             ok = build_header(timeout_s)
             fh.seek(0)
@@ -58,6 +63,8 @@ def _build_under_lock(fh: IO[str], timeout_s: float, name: str) -> threading.Thr
             fh.flush()
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+        if ok:
+            build_in_subprocess(timeout_s)
 
     thread = threading.Thread(target=build, name=name, daemon=True)
     thread.start()

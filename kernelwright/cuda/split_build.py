@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kernelwright.cuda.slim_header import host_sources
 from kernelwright.cuda.spans import cuda_parser
 from kernelwright.cuda.split_codegen import make_split
 from kernelwright.cuda.split_syntax import NotSplittable, declared_name, fn_of, node_text, type_names
@@ -65,8 +66,11 @@ def _defined_names(source: str) -> set[str]:
 
 
 def try_split_build(original: Callable[..., Any], name: str, cpp_sources: Any, cuda_sources: Any,
-                    kw: dict[str, Any]) -> Any:
-    """The module built split, or None (not splittable, or the split build failed: build as written)."""
+                    kw: dict[str, Any], slim_header: str | None = None) -> tuple[Any, bool] | None:
+    """(the module built split, whether its host file read `slim_header`), or None (not splittable,
+    or the split build failed: build as written). With `slim_header` (slim_header.py) the host file
+    reads that precompiled header instead of torch's extension.h, and is built again with torch's
+    when that fails."""
     args = split_arguments(cpp_sources, cuda_sources, kw)
     if isinstance(args, str):
         return None
@@ -75,8 +79,18 @@ def try_split_build(original: Callable[..., Any], name: str, cpp_sources: Any, c
     if kw.get("build_directory"):  # its own folder: the as-written build keeps its cached objects
         kw["build_directory"] = str(Path(kw["build_directory"]) / "split")
         Path(kw["build_directory"]).mkdir(parents=True, exist_ok=True)
+    slim_cpp = host_sources(cpp, slim_header) if slim_header else None
+    if slim_cpp is not None:
+        slim_kw = {**kw, "use_pch": False}
+        if slim_kw.get("build_directory"):  # apart from the full header's build: ninja sees other flags
+            slim_kw["build_directory"] = str(Path(slim_kw["build_directory"]) / "slim")
+            Path(slim_kw["build_directory"]).mkdir(parents=True, exist_ok=True)
+        try:
+            return original(name, slim_cpp, cuda, **slim_kw), True
+        except Exception:  # noqa: BLE001 - the slim header was not enough: torch's header next
+            pass
     try:
-        return original(name, cpp, cuda, **kw)
+        return original(name, cpp, cuda, **kw), False
     except Exception:  # noqa: BLE001 - any failure of the split build: the caller builds as written
         return None
 
@@ -85,8 +99,8 @@ def split_load_inline(original: Callable[..., Any]) -> Callable[..., Any]:
     """`load_inline` that tries the split build first and falls back to `original` as written."""
 
     def load_inline(name: str, cpp_sources: Any, cuda_sources: Any = None, **kw: Any) -> Any:
-        module = try_split_build(original, name, cpp_sources, cuda_sources, kw)
-        return module if module is not None else original(name, cpp_sources, cuda_sources, **kw)
+        built = try_split_build(original, name, cpp_sources, cuda_sources, kw)
+        return built[0] if built is not None else original(name, cpp_sources, cuda_sources, **kw)
 
     return load_inline
 

@@ -32,6 +32,10 @@ class VerifyConfig:
         "help": "Build a candidate's kernels without torch headers and its host wrappers with the precompiled "
                 "header (same kernels, ~4x less compile time); anything the split does not cover is built as "
                 "written. Off: always as written."})
+    slim_header: bool = field(default=True, metadata={
+        "help": "In a split build, compile the host file after a precompiled torch/types.h and torch/python.h "
+                "(cuda/slim_header.py: ~5 CPU-s a candidate instead of ~8.5 with torch/extension.h), again "
+                "with torch/extension.h when that fails. Off: torch/extension.h."})
     profiler_warm_up: bool = field(default=True, metadata={
         "help": "Start the profiler (CUPTI, ~4.6 s on an H200) in a thread while the candidate builds; off: at "
                 "the first shape's kernel-share pass."})

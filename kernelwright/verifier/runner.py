@@ -311,7 +311,8 @@ def main(argv: list[str]) -> None:
     if settings.get("tasks_max"):  # a uid of its own: the cap counts this runner's tasks only
         isolation += f", {limit_tasks(int(settings['tasks_max']))}"
     no_network()
-    patch_load_inline(str(scratch / "builds"), bool(settings["split_build"]), settings.get("pch_lock"))
+    patch_load_inline(str(scratch / "builds"), bool(settings["split_build"]), settings.get("pch_lock"),
+                      slim_host=bool(settings.get("slim_header", True)))
     end.reply("ready", isolation=isolation)
     serve(Runner(settings, scratch, end))
     sys.stdout.flush()

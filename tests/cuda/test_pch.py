@@ -26,6 +26,7 @@ def _blocked_build(monkeypatch: pytest.MonkeyPatch, ok: bool) -> threading.Event
         return ok
 
     monkeypatch.setattr(pch, "build_header", build)
+    monkeypatch.setattr(pch, "build_in_subprocess", lambda timeout_s: True)  # the slim header: not here
     return release
 
 

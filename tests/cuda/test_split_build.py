@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kernelwright.cuda import split_codegen
+from kernelwright.cuda import slim_header, split_codegen
 from kernelwright.cuda.split_build import capture_load_inline, split_arguments, split_load_inline, try_split_build
 from kernelwright.cuda.split_codegen import split_reason, split_sources
 
@@ -217,7 +217,7 @@ def test_try_split_build_calls_load_inline_split_and_falls_back(tmp_path: Path) 
         return "module"
 
     kw = {"functions": ["square"], "build_directory": str(tmp_path)}
-    assert try_split_build(fake, "ext", "torch::Tensor square(torch::Tensor x);", CU, kw) == "module"
+    assert try_split_build(fake, "ext", "torch::Tensor square(torch::Tensor x);", CU, kw) == ("module", False)
     assert calls[0]["no_implicit_headers"] is True
     assert calls[0]["build_directory"] == str(tmp_path / "split")
     assert kw["build_directory"] == str(tmp_path)  # the caller's arguments are left alone
@@ -272,7 +272,8 @@ def test_seed_device_tu_compiles_without_torch(task: str, tmp_path: Path) -> Non
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed (CUDA headers for the host side)")
-def test_seed_host_parts_compile_with_gxx(tmp_path: Path) -> None:
+@pytest.mark.parametrize("header", ["#include <torch/extension.h>\n", slim_header.TEXT], ids=["extension_h", "slim"])
+def test_seed_host_parts_compile_with_gxx(tmp_path: Path, header: str) -> None:
     import torch.utils.cpp_extension as ext
 
     homes = [os.environ.get("CUDA_HOME"), ext.CUDA_HOME, str(Path(str(NVCC)).resolve().parents[1]),
@@ -291,7 +292,8 @@ def test_seed_host_parts_compile_with_gxx(tmp_path: Path) -> None:
         body = "\n".join(line for line in lines if not line.startswith("#include"))
         bodies.append(f"namespace part{i} {{\n{body}\n}}\n")
     src = tmp_path / "host.cpp"
-    src.write_text("#include <torch/extension.h>\n" + "\n".join(sorted(includes_)) + "\n" + "".join(bodies))
+    includes_ -= {"#include <torch/extension.h>"}  # the slim header stands in for it
+    src.write_text(header + "\n".join(sorted(includes_)) + "\n" + "".join(bodies))
     proc = subprocess.run(["g++", "-std=c++20", "-fsyntax-only", "-fPIC", "-w", *includes, str(src)],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]

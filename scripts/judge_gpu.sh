@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The judge's figures on one CUDA host, as one resumable command.
+#
+#     bash scripts/judge_gpu.sh [OUT]     # default OUT ./.kernelwright-judge
+#
+# Each step writes its JSON into OUT and is skipped when that file is there, so a time-boxed call
+# that is cut short resumes with the next step:
+# 1. throughput: 32 seed candidates, 16 workers, kernelwright three times and KernelBench's best
+#    mode once (verify_throughput.json); then kernelwright once with split builds' host files read
+#    after torch/extension.h instead of the slim header (verify_throughput_extension_h.json);
+# 2. every fixture three times, each run with a fresh build cache (verify_fixtures_runs3.json;
+#    the bench exits 1 naming any candidate whose verdict missed, which does not stop the rest);
+# 3. the timer bound's calibration: every honest candidate under 16 workers, twice
+#    (timer_bound_calibration.json), then the launch-bound kernels and the fixtures alone, and
+#    the first CALIBRATION_ALONE seed solutions alone, added to the same file;
+# 4. timing fidelity: our timer against triton's do_bench on the suite's ops (timing_fidelity.json).
+# Env: JOBS (default 16), PYTHON, STEPS (default "throughput header fixtures calibration fidelity"),
+# CALIBRATION_ALONE (seed solutions verified alone, default 16).
+set -uo pipefail
+OUT=${1:-./.kernelwright-judge}
+PYTHON=${PYTHON:-python3}
+JOBS=${JOBS:-16}
+STEPS=${STEPS:-throughput header fixtures calibration fidelity}
+ALONE=${CALIBRATION_ALONE:-16}
+mkdir -p "$OUT"
+
+step() {  # step NAME FILE COMMAND...: run COMMAND unless FILE exists; its log beside FILE (.log)
+  local name=$1 json=$2
+  shift 2
+  case " $STEPS " in *" $name "*) ;; *) return 0 ;; esac
+  if [ -f "$json" ]; then
+    echo "== $name: $json is there, skipped"
+    return 0
+  fi
+  echo "== $name: $*"
+  local start=$SECONDS log="${json%.*}.log"
+  "$@" > "$log" 2>&1
+  local rc=$?
+  echo "== $name: exit $rc after $((SECONDS - start)) s"
+  tail -n 25 "$log"
+}
+
+step throughput "$OUT/verify_throughput.json" \
+  "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 3 \
+  --phases kernelwright,kernelbench_best_mode --json "$OUT/verify_throughput.json"
+step header "$OUT/verify_throughput_extension_h.json" \
+  "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header \
+  --phases kernelwright_extension_h --json "$OUT/verify_throughput_extension_h.json"
+step fixtures "$OUT/verify_fixtures_runs3.json" \
+  "$PYTHON" bench/verify_fixtures.py --jobs "$JOBS" --runs 3 --json "$OUT/verify_fixtures_runs3.json"
+step calibration "$OUT/timer_bound_calibration.parallel.done" \
+  bash -c "'$PYTHON' bench/timer_bound_calibration.py --modes parallel --jobs $JOBS --repeat 2 \
+    --json '$OUT/timer_bound_calibration.json'; touch '$OUT/timer_bound_calibration.parallel.done'"
+step calibration "$OUT/timer_bound_calibration.alone.done" \
+  bash -c "'$PYTHON' bench/timer_bound_calibration.py --groups launch_bound,fixtures --modes alone --repeat 1 \
+    --keep --json '$OUT/timer_bound_calibration.json' \
+    && '$PYTHON' bench/timer_bound_calibration.py --groups seeds --modes alone --repeat 1 --limit $ALONE \
+    --keep --json '$OUT/timer_bound_calibration.json'; touch '$OUT/timer_bound_calibration.alone.done'"
+step fidelity "$OUT/timing_fidelity.json" \
+  "$PYTHON" bench/timing_fidelity.py --shapes all --budget-s 0.2 --json "$OUT/timing_fidelity.json"

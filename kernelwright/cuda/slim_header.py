@@ -8,8 +8,8 @@ bindings, compiled by g++ after torch's precompiled `torch/extension.h`. That he
 and g++ instantiates the templates its inline functions leave pending in every file that reads it,
 whether the file uses them or not: an empty file after it costs about 7 CPU-s. Host wrappers use
 tensors, their factories and `TORCH_CHECK` (`torch/types.h`); the bindings need `torch/python.h`.
-Precompiled together those two leave about 4.6 CPU-s for an empty file, so a seed solution's host
-file takes about 5 s instead of 8.5 (bench/host_header.py measures both on the seed solutions).
+Precompiled together those two leave about 4.6 CPU-s for an empty file: a seed solution's host
+file takes 5.5 CPU-s instead of 7.7 (medians of 36, bench/host_header.py, on the dev machine).
 
 The header lives beside torch's own `extension.h` (readable wherever torch's headers are), its
 precompiled form beside it as `<name>.gch`, and a stamp file records the text and the command

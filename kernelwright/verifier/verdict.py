@@ -66,7 +66,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "14"  # 14: a cupy RawKernel built under another name (an alias, a partial, getattr) launches its
+JUDGE_VERSION = "15"  # 15: the kernel share's profiler session reads one element of the output back before it
+# stops (a candidate that replaced the synchronisations natively could stop it before its kernels
+# ended: a share of 0, fallback_runtime, in one run of three); that copy is not counted;
+# 14: a cupy RawKernel built under another name (an alias, a partial, getattr) launches its
 # kernel by name when called, as one built under its own name does (was "defined but never launched");
 # 13: an approximation's error is at most 0.2% of the norm (was 0.5%): an op near the
 # identity where the output lies (mish around a row max) is another function;

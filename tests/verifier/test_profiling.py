@@ -48,3 +48,55 @@ def test_the_share_session_is_held_by_the_guard() -> None:
     finally:
         autograd_profiler.profile = original  # type: ignore[misc]
     guard.check()
+
+
+class _Event:
+    def __init__(self, name: str, start: float, device_time: float) -> None:
+        self.name, self.device_time = name, device_time
+        self.device_type = torch.autograd.DeviceType.CUDA
+        self.time_range = type("Range", (), {"start": start})()
+
+
+class _Session:
+    """A profiler session that records what happened while it was open and yields set events."""
+
+    def __init__(self, log: list[str], events: list[_Event]) -> None:
+        self.log, self.function_events = log, events
+
+    def __enter__(self) -> _Session:
+        self.log.append("start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.log.append("stop")
+
+
+def test_the_share_session_reads_the_output_back_before_it_stops(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Synchronisations a candidate replaced natively return at once; the copy of its output cannot,
+    so the session stops only after the kernels that wrote it. That copy is not counted."""
+    from kernelwright.verifier import profiling
+
+    log: list[str] = []
+    events = [_Event("own_kernel(float*)", 1.0, 30.0), _Event("Memcpy DtoH (Device -> Pageable)", 0.5, 4.0),
+              _Event("vectorized_elementwise_kernel", 2.0, 10.0),
+              _Event("Memcpy DtoH (Device -> Pageable)", 3.0, 2.0)]  # the last: read_back's own
+    monkeypatch.setattr(profiling, "cuda_profile", lambda: _Session(log, events))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: log.append("synchronize"))
+    monkeypatch.setattr(profiling, "read_back", lambda out: log.append(f"read_back {tuple(out.shape)}"))
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        log.append("call")
+        return x + 1
+
+    share, kernel_ms = profiling.profiled_kernels(forward, [torch.ones(3)], {"own_kernel"})
+    assert log == ["start", "call", "call", "call", "read_back (3,)", "synchronize", "stop"]
+    assert share == 30.0 / 44.0  # the candidate's own copy counts; the judge's read-back does not
+    assert kernel_ms == 44.0 / 1e3 / profiling.PROFILED_CALLS
+
+
+def test_read_back_takes_the_first_tensor_with_elements() -> None:
+    from kernelwright.verifier.profiling import read_back
+
+    read_back(torch.ones(0))
+    read_back((None, torch.ones(0), torch.arange(6.0).reshape(2, 3)))
+    read_back({"not": "a tensor"})  # nothing to read: the share's other checks reject such outputs

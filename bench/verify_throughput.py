@@ -44,7 +44,7 @@ from utilisation import Utilisation
 
 from kernelwright.seed import SeedTask, load_seed_tasks
 from kernelwright.verifier.config import VerifyConfig
-from kernelwright.verifier.verdict import median_phase_s
+from kernelwright.verifier.verdict import median_phase_cpu_s, median_phase_s
 from kernelwright.verifier.verify import verify_many
 
 KB_BUILD = """
@@ -137,7 +137,7 @@ def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, s
             "precompiled_header_at_start": header_at_start,
             "median_build_s": builds[len(builds) // 2] if builds else None,
             "builds": dict(Counter(v.build or "none" for v in verdicts)),
-            "median_phase_s": median_phase_s(verdicts),
+            "median_phase_s": median_phase_s(verdicts), "median_phase_cpu_s": median_phase_cpu_s(verdicts),
             "sum_phase_s": {k: sum(v.phase_s.get(k, 0.0) for v in verdicts) for k in phases},
             "median_cpu_s": _median_cpu_s(verdicts), "utilisation": use.result()}
 

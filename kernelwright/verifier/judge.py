@@ -120,6 +120,7 @@ def judged(spec: Spec, progress: Progress) -> Verdict:
     CUDA, the build) overlaps the judge's own."""
     progress.write(phase="start_runner")
     with started_runner(spec) as runner:
+        progress.runner_cpu = runner.cpu_s
         if runner.outside_pid is not None:
             progress.write(runner_pid=runner.outside_pid)  # its memory counts with the judge's (verify.watch)
         import torch
@@ -141,6 +142,7 @@ def judged(spec: Spec, progress: Progress) -> Verdict:
             phase = str(progress.state.get("phase", ""))
             verdict = outcome_of_death(gone, phase, runner.exit_code(), runner.stderr_tail())
         verdict.isolation = runner.isolation or None
+        progress.write(phase="finish")  # the last phase's runner CPU, read while the runner is there
         verdict.cpu_s = {"judge": time.process_time(), "runner": runner.cpu_s()}
     return verdict
 
@@ -160,6 +162,8 @@ def main(argv: list[str]) -> int:
     verdict.build = str(progress.state.get("build") or "") or None
     progress.write(phase="done")
     verdict.phase_s = dict(progress.state["phase_s"])
+    verdict.judge_phase_cpu_s = dict(progress.state["judge_phase_cpu_s"])
+    verdict.runner_phase_cpu_s = dict(progress.state["runner_phase_cpu_s"])
     progress.write(verdict=verdict.to_json())
     sys.stdout.flush()
     return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,19 +54,33 @@ class Spec:
 
 
 class Progress:
-    """The worker's state file: the current phase (what a timeout or crash reports) and the seconds
-    spent in each phase so far (`phase_s`)."""
+    """The worker's state file: the current phase (what a timeout or crash reports), the seconds
+    spent in each phase so far (`phase_s`), and the CPU seconds of each phase: the judge's own
+    (`judge_phase_cpu_s`) and, once `runner_cpu` is set, the runner's with its finished compilers
+    (`runner_phase_cpu_s`; a figure that went down, the runner being gone, adds nothing)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.state: dict[str, Any] = {"phase": "start", "phase_s": {}}
+        self.state: dict[str, Any] = {"phase": "start", "phase_s": {}, "judge_phase_cpu_s": {},
+                                      "runner_phase_cpu_s": {}}
+        self.runner_cpu: Callable[[], float] | None = None  # the runner's CPU seconds so far
         self._since = time.perf_counter()
+        self._judge_cpu = time.process_time()
+        self._runner_cpu = 0.0
 
     def write(self, **fields: Any) -> None:
         if "phase" in fields:
-            now = time.perf_counter()
-            spent = self.state["phase_s"]
-            spent[self.state["phase"]] = spent.get(self.state["phase"], 0.0) + now - self._since
-            self._since = now
+            phase = self.state["phase"]
+            now, judge_cpu = time.perf_counter(), time.process_time()
+            _add(self.state["phase_s"], phase, now - self._since)
+            _add(self.state["judge_phase_cpu_s"], phase, judge_cpu - self._judge_cpu)
+            self._since, self._judge_cpu = now, judge_cpu
+            if self.runner_cpu is not None and (runner_cpu := self.runner_cpu()) >= self._runner_cpu:
+                _add(self.state["runner_phase_cpu_s"], phase, runner_cpu - self._runner_cpu)
+                self._runner_cpu = runner_cpu
         self.state.update(fields)
         atomic.write_text(self.path, json.dumps(self.state, default=str))
+
+
+def _add(spent: dict[str, float], phase: str, seconds: float) -> None:
+    spent[phase] = spent.get(phase, 0.0) + seconds

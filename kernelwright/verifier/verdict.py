@@ -165,6 +165,8 @@ class Verdict:
     timing_seed: int | None = None  # first seed of the timed calls' fresh inputs (drawn by the judge)
     tolerance_rule: str = ""  # the rule(s) that judged correctness, comma-separated (verifier/tolerance.py)
     cpu_s: dict[str, float] = field(default_factory=dict)  # CPU seconds: judge, runner (its compilers included)
+    judge_phase_cpu_s: dict[str, float] = field(default_factory=dict)  # the judge's CPU seconds per phase of phase_s
+    runner_phase_cpu_s: dict[str, float] = field(default_factory=dict)  # the runner's (compilers included), same phases
     isolation: str | None = None  # what confined the candidate's runner (user, landlock), as the judge set it up
     contention: list[str] = field(default_factory=list)  # figures taken while others held the GPU, a line each
     kb_correct: bool | None = None  # KernelBench's tolerance held on every draw, every other check passed
@@ -246,6 +248,16 @@ def parse_report(data: Any) -> Verdict:
         return Verdict(**kwargs)
     except TypeError as exc:  # a required field missing
         raise MalformedReport(f"verdict: {exc}") from None
+
+
+def median_phase_cpu_s(verdicts: Sequence[Verdict]) -> dict[str, dict[str, float]]:
+    """Per process (judge, runner) and phase, the median CPU seconds over the verdicts that have it."""
+    out = {}
+    for who, attr in (("judge", "judge_phase_cpu_s"), ("runner", "runner_phase_cpu_s")):
+        per = [getattr(v, attr) for v in verdicts]
+        phases = sorted({k for p in per for k in p})
+        out[who] = {k: statistics.median(p[k] for p in per if k in p) for k in phases}
+    return out
 
 
 def median_phase_s(verdicts: Sequence[Verdict]) -> dict[str, float]:

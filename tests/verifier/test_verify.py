@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +176,25 @@ def test_progress_accumulates_seconds_per_phase(tmp_path: Path) -> None:
     assert state["phase"] == "done"
     assert set(state["phase_s"]) == {"start", "compile", "timing"}
     assert all(v >= 0.0 for v in state["phase_s"].values())
+
+
+def test_progress_splits_cpu_seconds_per_phase_between_judge_and_runner(tmp_path: Path) -> None:
+    from kernelwright.verifier.spec import Progress
+
+    runner = iter([1.5, 4.0, 0.0, 6.0])  # the runner's CPU so far at each switch (0.0: gone, then back)
+    progress = Progress(tmp_path / "state.json")
+    progress.write(phase="start_runner")
+    progress.runner_cpu = lambda: next(runner)
+    busy_until = time.process_time() + 0.05
+    for phase in ("compile", "correctness", "timing", "finish"):
+        while time.process_time() < busy_until:  # the judge's own CPU, counted in the phase it is spent in
+            pass
+        progress.write(phase=phase)
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["runner_phase_cpu_s"] == {"start_runner": 1.5, "compile": 2.5, "timing": 2.0}
+    assert state["judge_phase_cpu_s"]["start_runner"] >= 0.05
+    assert set(state["judge_phase_cpu_s"]) == set(state["phase_s"]) == {"start", "start_runner", "compile",
+                                                                         "correctness", "timing"}
 
 
 def test_worker_verdict_carries_its_phase_seconds(tmp_path: Path) -> None:

@@ -104,3 +104,17 @@ def test_verify_config_slim_header_reaches_the_worker_spec() -> None:
 
     assert make_spec(VerifyConfig(problem="p.py", candidate="c.py")).slim_header is True
     assert make_spec(VerifyConfig(problem="p.py", candidate="c.py", slim_header=False)).slim_header is False
+
+
+def test_an_up_to_date_header_starts_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every verify_many call asks for the header; once built, the answer costs no Python start."""
+    monkeypatch.setattr(slim_header, "ready", lambda: HEADER)
+    monkeypatch.setattr(slim_header.subprocess, "run", lambda *a, **k: pytest.fail("started a process"))
+    assert slim_header.build_in_subprocess(60)
+
+
+def test_command_takes_the_compiler_from_cxx_like_torch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CXX", "g++-12")
+    cmd = slim_header.command(tmp_path / "include" / "torch" / slim_header.NAME)
+    assert cmd[0] == "g++-12" and cmd[1:3] == ["-x", "c++-header"]
+    assert cmd[5] == f"{tmp_path / 'include' / 'torch' / slim_header.NAME}.gch"

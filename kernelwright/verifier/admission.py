@@ -12,9 +12,13 @@ those waiting, in order of arrival.
 - `admits`: the rule: nobody holds memory, or the candidate's estimate fits beside the holders'
   within `capacity` and within the GPU's free memory; an `alone` candidate waits for an empty GPU
   and keeps everyone else out while it runs;
-- `Ledger.admitted`: waits in line (first come, first admitted), holds, releases on exit; the
-  hold records the most other candidates that held memory at once while it did (`others`: a
-  verdict reached beside them says so, and an out-of-memory among them is tried again alone);
+- `Ledger.admitted`: waits in line, holds, releases on exit; the hold records the most other
+  candidates that held memory at once while it did (`others`: a verdict reached beside them says
+  so, and an out-of-memory among them is tried again alone). First come, first admitted, except
+  that a candidate that fits may pass those ahead of it that do not, while each of them has waited
+  less than PATIENCE_S: a big estimate, or one that must run alone, would otherwise keep every
+  later candidate off the GPU until the longest holder ends (a hang holds its memory until its
+  time limit), and the GPU idles; past its patience the one ahead is served first again;
 - `gpu_memory`: the GPU's total and free bytes through NVML, so the parent opens no CUDA context.
 """
 
@@ -24,6 +28,7 @@ import contextlib
 import ctypes
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -50,6 +55,7 @@ USABLE_SHARE = 0.9  # of the GPU's memory; the rest is left to the driver and to
 # runner, and the reference's sets in the judge, are kept free once for all instead of in every estimate.
 TIMING_RESERVE_BYTES = 3 * TIMED_MEMORY_BYTES
 POLL_S = 0.1
+PATIENCE_S = 120.0  # how long a waiter lets later candidates that fit pass it before it is served first
 
 GpuMemory = Callable[[], "tuple[int, int] | None"]  # (total, free) bytes, None where unknown
 
@@ -74,6 +80,7 @@ class Hold:
     bytes: int
     alone: bool = False
     others: int = 0
+    queued_at: float = 0.0  # when it joined the line (epoch seconds); 0: from an older ledger, served first
 
 
 def admits(holders: list[Hold], want: Hold, memory: tuple[int, int] | None) -> bool:
@@ -104,8 +111,9 @@ class Ledger:
     and whether a pid lives: NVML and the process table, stood in for by tests."""
 
     def __init__(self, path: Path, memory: GpuMemory | None = None, alive: Callable[[int], bool] = _alive,
-                 poll_s: float = POLL_S) -> None:
+                 poll_s: float = POLL_S, patience_s: float = PATIENCE_S) -> None:
         self.path, self.memory, self.alive, self.poll_s = path, memory or gpu_memory, alive, poll_s
+        self.patience_s = patience_s
 
     @contextlib.contextmanager
     def _state(self) -> Iterator[dict[str, Any]]:
@@ -133,15 +141,21 @@ class Ledger:
         return {"holders": {h.token: h for h in holders}, "queue": queue}
 
     def _try(self, want: Hold) -> bool:
-        """Admit `want` if it is first in line and fits; else keep its place in line."""
+        """Admit `want` if it fits and everyone ahead of it in line may still be passed (has waited
+        less than `patience_s`); else keep its place in line."""
         with self._state() as state:
             holders: dict[str, Hold] = state["holders"]
             queue: list[Hold] = state["queue"]
+            now = time.time()
             if all(w.token != want.token for w in queue):
+                want.queued_at = now
                 queue.append(want)
-            if queue[0].token != want.token or not admits(list(holders.values()), want, self.memory()):
+            ahead = list(itertools.takewhile(lambda w: w.token != want.token, queue))
+            if any(now - w.queued_at >= self.patience_s for w in ahead):
                 return False
-            queue.pop(0)
+            if not admits(list(holders.values()), want, self.memory()):
+                return False
+            queue.pop(len(ahead))
             want.others = len(holders)
             for h in holders.values():
                 h.others = max(h.others, len(holders))

@@ -70,7 +70,8 @@ def _waiting(ledger: Ledger, n: int) -> None:
 
 
 def test_the_rest_wait_in_line_until_their_estimate_fits(tmp_path: Path) -> None:
-    ledger, order = _ledger(tmp_path), list[str]()
+    """Past the patience of the one ahead (here none at all), first come, first admitted."""
+    ledger, order = _ledger(tmp_path, patience_s=0.0), list[str]()
     big = Holder(ledger, 20 * GIB, order, "big")
     assert big.admitted.wait(30)
     second = Holder(ledger, 15 * GIB, order, "second")  # 20 + 15 GiB: over the 30 GiB capacity
@@ -89,7 +90,7 @@ def test_the_rest_wait_in_line_until_their_estimate_fits(tmp_path: Path) -> None
 
 
 def test_a_candidate_run_alone_waits_for_an_empty_gpu_and_keeps_others_out(tmp_path: Path) -> None:
-    ledger, order = _ledger(tmp_path), list[str]()
+    ledger, order = _ledger(tmp_path, patience_s=0.0), list[str]()
     first = Holder(ledger, 1 * GIB, order, "first")
     assert first.admitted.wait(30)
     lone = Holder(ledger, 1 * GIB, order, "alone", alone=True)
@@ -104,6 +105,61 @@ def test_a_candidate_run_alone_waits_for_an_empty_gpu_and_keeps_others_out(tmp_p
     assert later.admitted.wait(30)
     later.release()
     assert order == ["first", "alone", "later"] and lone.hold is not None and lone.hold.others == 0
+
+
+def test_a_candidate_that_fits_passes_one_that_does_not_within_its_patience(tmp_path: Path) -> None:
+    """A big estimate waiting for memory does not keep a small one off the GPU, until it has waited
+    its patience: then the small ones wait behind it again and it is served as the holders leave."""
+    ledger, order = _ledger(tmp_path, patience_s=1.5), list[str]()
+    big = Holder(ledger, 20 * GIB, order, "big")
+    assert big.admitted.wait(30)
+    second = Holder(ledger, 15 * GIB, order, "second")  # over the capacity beside `big`: waits
+    _waiting(ledger, 1)
+    small = Holder(ledger, 1 * GIB, order, "small")  # fits: passes `second`, which has waited < 1.5 s
+    assert small.admitted.wait(30) and not second.admitted.is_set()
+    time.sleep(1.6)  # `second` has now waited its patience
+    late = Holder(ledger, 1 * GIB, order, "late")
+    _waiting(ledger, 2)
+    time.sleep(0.1)
+    assert not late.admitted.is_set()  # it would fit, but `second` is served first now
+    big.release()
+    assert second.admitted.wait(30) and late.admitted.wait(30)
+    assert order == ["big", "small", "second", "late"]
+    for holder in (small, second, late):
+        holder.release()
+    assert json.loads(ledger.path.read_text()) == {"holders": [], "queue": []}
+
+
+def test_an_alone_waiter_lets_others_pass_until_its_patience_ends(tmp_path: Path) -> None:
+    """A retry alone waits for an empty GPU; meanwhile others still start, for its patience."""
+    ledger, order = _ledger(tmp_path, patience_s=1.5), list[str]()
+    first = Holder(ledger, 1 * GIB, order, "first")
+    assert first.admitted.wait(30)
+    lone = Holder(ledger, 1 * GIB, order, "alone", alone=True)
+    _waiting(ledger, 1)
+    early = Holder(ledger, 1 * GIB, order, "early")
+    assert early.admitted.wait(30) and not lone.admitted.is_set()
+    time.sleep(1.6)
+    late = Holder(ledger, 1 * GIB, order, "late")
+    _waiting(ledger, 2)
+    first.release()
+    time.sleep(0.1)
+    assert not lone.admitted.is_set() and not late.admitted.is_set()  # `early` still holds memory
+    early.release()
+    assert lone.admitted.wait(30)
+    time.sleep(0.05)
+    assert not late.admitted.is_set()  # the alone one keeps the GPU to itself while it runs
+    lone.release()
+    assert late.admitted.wait(30)
+    late.release()
+    assert order == ["first", "early", "alone", "late"]
+
+
+def test_a_waiter_from_an_older_ledger_is_served_first(tmp_path: Path) -> None:
+    ledger = _ledger(tmp_path)
+    ledger.path.write_text(json.dumps({"holders": [{"token": "h", "pid": 1, "bytes": 30 * GIB}],
+                                       "queue": [{"token": "w", "pid": 1, "bytes": 30 * GIB}]}))
+    assert not ledger._try(Hold("new", 1, 1 * GIB))  # the old waiter (no queued_at) is not passed
 
 
 def test_holders_and_waiters_of_dead_processes_are_dropped(tmp_path: Path) -> None:

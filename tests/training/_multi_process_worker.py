@@ -40,6 +40,9 @@ def main(model_dir: Path, out: Path) -> None:
             result = {k: result[k] for k in ("seen", "world_size", "distributed_type", "dist_rank")}
         with atomic_path(out / f"{name}.rank{rank}.pt") as tmp:
             torch.save(result, tmp)
+    if torch.distributed.is_initialized():  # gloo's threads left to the interpreter's exit may abort it (SIGABRT)
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@
   (`timed_output_mismatch`);
 - `time_reference`: the reference and its torch.compile, timed in the judge's process with its
   own timer, cached by the judge alone;
-- `time_shape`: all of it for one shape, under the timing lock, and the kernel share
-  (kernel_share.py) after it.
+- `time_shape`: all of it for one shape, the timings under the timing lock, the check of the
+  timed outputs and the kernel share (kernel_share.py) after it.
 """
 
 from __future__ import annotations
@@ -331,9 +331,9 @@ def clock_target(problem: ModuleType, shape: dict[str, Any], checked: Checked, i
 
 def time_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Link, checked: Checked,
                ref: RefCache, progress: Progress, names: list[str]) -> ShapeResult:
-    """One shape's figures: the candidate (runner) on its timer and the judge's clock, the reference
-    (judge), the timed outputs checked (judge), under the timing lock; the kernel share (runner)
-    outside it. The speedup never exceeds what the judge's clock supports (timing.bounded_speedup),
+    """One shape's figures: the candidate (runner) on its timer and the judge's clock and the
+    reference (judge), under the timing lock; the timed outputs checked (judge) and the kernel share
+    (runner) after it. The speedup never exceeds what the judge's clock supports (timing.bounded_speedup),
     nor what the profiler's kernel time does (kernel_clock.py)."""
     import torch
 
@@ -353,10 +353,15 @@ def time_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Lin
             progress.write(phase="timing_reference")
         ref_ms, compiled_ms = ref.figures if ref.figures is not None else _reference_figures(
             (ref_model, compiled), problem, shape, spec, ref)
-        progress.write(phase="check_timed")
-        check_timed(problem, shape, ref_model, cand.seed, cand.kept, timed_bound)
-        cand.kept.clear()
         torch.cuda.empty_cache()  # the timing's memory goes back to the GPU for other candidates
+    # after the lock: the kept outputs are on the host, and the check's forwards (one draw and one
+    # output on the GPU at a time, within the candidate's admitted estimate) share the GPU with
+    # others' trials as their correctness runs do; under the lock they held it 0.26 s a candidate
+    progress.write(phase="check_timed")
+    with torch.no_grad():
+        check_timed(problem, shape, ref_model, cand.seed, cand.kept, timed_bound)
+    cand.kept.clear()
+    torch.cuda.empty_cache()
     progress.write(phase="profile")
     profiled = kernel_share(link, call, spec, names)
     kernel_ms = profiled.kernel_ms

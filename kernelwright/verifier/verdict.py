@@ -66,7 +66,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "15"  # 15: the kernel share's profiler session reads one element of the output back before it
+JUDGE_VERSION = "16"  # 16: the timed outputs are checked after the timing lock, not under it (their
+# forwards share the GPU with others' trials, as correctness runs do; the lock is held less);
+# 15: the kernel share's profiler session reads one element of the output back before it
 # stops (a candidate that replaced the synchronisations natively could stop it before its kernels
 # ended: a share of 0, fallback_runtime, in one run of three); that copy is not counted;
 # 14: a cupy RawKernel built under another name (an alias, a partial, getattr) launches its

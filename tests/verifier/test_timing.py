@@ -161,3 +161,40 @@ def test_an_outputs_sum_is_recognised_whatever_it_holds() -> None:
     assert not timing.same_checksum(timing.checksum(big) + 1e6, big)  # off by far more than rounding
     assert not timing.same_checksum(True, torch.ones(1)) and not timing.same_checksum(None, torch.ones(1))
     assert timing.same_checksum(None, object()) and not timing.same_checksum(0.0, object())
+
+
+def test_the_timed_outputs_are_checked_after_the_timing_lock(no_cuda_sync: None, monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Any) -> None:
+    """The timings hold the lock; the check of the kept outputs (on the host by then) and the kernel
+    share come after it, so the next candidate's timing need not wait for them."""
+    import contextlib
+
+    from kernelwright.verifier.judge_checks import Checked
+    from kernelwright.verifier.kernel_share import Profiled
+    from kernelwright.verifier.spec import Progress
+    from kernelwright.verifier.timing import RefCache
+
+    log: list[str] = []
+
+    @contextlib.contextmanager
+    def lock(path: Any) -> Any:
+        log.append("lock")
+        yield
+        log.append("unlock")
+
+    wall = judge_timing.WallEstimate(per_call_ms=1.0)
+    monkeypatch.setattr(judge_timing, "exclusive", lock)
+    monkeypatch.setattr(judge_timing, "draw_on_device", lambda problem, shape, seed: [torch.ones(2)])
+    monkeypatch.setattr(judge_timing, "keep_all_fits", lambda *a: True)
+    monkeypatch.setattr(judge_timing, "clock_target", lambda *a: None)
+    monkeypatch.setattr(judge_timing, "time_candidate", lambda *a: (log.append("time candidate"), judge_timing.
+                        CandidateTiming(1.0, wall, 7, [(3, torch.ones(2))], False))[1])
+    monkeypatch.setattr(judge_timing, "_reference_figures", lambda *a: (log.append("time reference"), (2.0, None))[1])
+    monkeypatch.setattr(judge_timing, "check_timed", lambda *a: log.append("check timed"))
+    monkeypatch.setattr(judge_timing, "kernel_share", lambda *a: (log.append("share"), Profiled(1.0, None, 0.9))[1])
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    checked = Checked(0.0, "fp64_relative", _Ref(), {"shape": {}}, TimedBound(1e-7, 1e-6))
+    result = judge_timing.time_shape(SimpleNamespace(), {}, _spec(compile_baseline=False, timing_lock="l"),
+                                     None, checked, RefCache(None, None), Progress(tmp_path / "p.json"), ["k"])
+    assert log == ["lock", "time candidate", "time reference", "unlock", "check timed", "share"]
+    assert result.speedup is not None and result.runtime_ms == 1.0

@@ -89,12 +89,18 @@ def test_the_rest_wait_in_line_until_their_estimate_fits(tmp_path: Path) -> None
     assert json.loads(ledger.path.read_text()) == {"holders": [], "queue": []}
 
 
-def test_a_candidate_run_alone_waits_for_an_empty_gpu_and_keeps_others_out(tmp_path: Path) -> None:
-    ledger, order = _ledger(tmp_path, patience_s=0.0), list[str]()
+def _one_holding_one_alone_waiting(ledger: Ledger, order: list[str]) -> tuple[Holder, Holder]:
+    """`first` holding 1 GiB, and a retry alone waiting in line for the GPU to empty."""
     first = Holder(ledger, 1 * GIB, order, "first")
     assert first.admitted.wait(30)
     lone = Holder(ledger, 1 * GIB, order, "alone", alone=True)
     _waiting(ledger, 1)
+    return first, lone
+
+
+def test_a_candidate_run_alone_waits_for_an_empty_gpu_and_keeps_others_out(tmp_path: Path) -> None:
+    ledger, order = _ledger(tmp_path, patience_s=0.0), list[str]()
+    first, lone = _one_holding_one_alone_waiting(ledger, order)
     later = Holder(ledger, 1 * GIB, order, "later")
     _waiting(ledger, 2)
     first.release()
@@ -133,10 +139,7 @@ def test_a_candidate_that_fits_passes_one_that_does_not_within_its_patience(tmp_
 def test_an_alone_waiter_lets_others_pass_until_its_patience_ends(tmp_path: Path) -> None:
     """A retry alone waits for an empty GPU; meanwhile others still start, for its patience."""
     ledger, order = _ledger(tmp_path, patience_s=1.5), list[str]()
-    first = Holder(ledger, 1 * GIB, order, "first")
-    assert first.admitted.wait(30)
-    lone = Holder(ledger, 1 * GIB, order, "alone", alone=True)
-    _waiting(ledger, 1)
+    first, lone = _one_holding_one_alone_waiting(ledger, order)
     early = Holder(ledger, 1 * GIB, order, "early")
     assert early.admitted.wait(30) and not lone.admitted.is_set()
     time.sleep(1.6)

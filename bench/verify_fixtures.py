@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kernelwright.seed import load_seed_tasks
 from kernelwright.verifier.config import VerifyConfig
-from kernelwright.verifier.verdict import JUDGE_VERSION, Verdict, median_phase_s
+from kernelwright.verifier.verdict import JUDGE_VERSION, Verdict, median_phase_cpu_s, median_phase_s
 from kernelwright.verifier.verify import verify_many
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "verify"
@@ -117,7 +117,8 @@ def main() -> int:
         last = summaries[-1]
         args.json.write_text(json.dumps({"passed": last["passed"], "total": last["total"], "wall_s": last["wall_s"],
                                          "split_build": args.split_build, "builds": last["builds"],
-                                         "median_phase_s": phases, "rows": runs[-1], "runs": summaries,
+                                         "median_phase_s": phases, "median_phase_cpu_s": median_phase_cpu_s(
+                                             all_verdicts), "rows": runs[-1], "runs": summaries,
                                          "unstable": missed, "judge_version": JUDGE_VERSION}, indent=1))
     return 0 if not missed else 1
 

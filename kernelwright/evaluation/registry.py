@@ -15,10 +15,8 @@ import hashlib
 import logging
 import os
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
@@ -90,10 +88,6 @@ def record_figures(name: str, version: str, metrics: dict[str, float], scope: di
         client.set_model_version_tag(name, version, f"{TAG}{key}", value)
 
 
-_GATE_LOCKS: dict[str, Any] = {}  # lock file -> its FileLock: one object per file, so a thread may take it again
-_GATE_LOCKS_MADE = threading.Lock()
-
-
 def _store_key(uri: str) -> str:
     """The tracking store a URI names, one spelling per store: a SQLite file's or a local file store's
     path resolved (relative, absolute and `file:` spellings of one store share its gate); a server's
@@ -116,10 +110,8 @@ def gate_lock(name: str) -> Iterator[None]:
     from filelock import FileLock
 
     key = hashlib.sha256(f"{_store_key(mlflow.get_tracking_uri())}\0{name}".encode()).hexdigest()[:16]
-    path = str(Path(tempfile.gettempdir()) / f"kw_gate_{os.getuid()}_{key}.lock")
-    with _GATE_LOCKS_MADE:
-        lock = _GATE_LOCKS.setdefault(path, FileLock(path))
-    with lock:
+    path = Path(tempfile.gettempdir()) / f"kw_gate_{os.getuid()}_{key}.lock"
+    with FileLock(path, is_singleton=True):  # one object per file in this process: a thread may take it again
         yield
 
 

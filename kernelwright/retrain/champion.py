@@ -85,10 +85,10 @@ def run_gate(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verif
     --ray both evaluations verify on the cluster, over one connection."""
     name = cfg.registered_model
     with connected(cfg.ray) if cfg.ray else nullcontext():
-        before = alias_version(name, CHAMPION)
         candidate = _figures(cfg, version, scope, verifier, "evaluate")
         if candidate is None:
-            return _tagged(name, version, GateOutcome(NOT_GATED, NOT_GATED_REASON, champion_before=before))
+            return _tagged(name, version, GateOutcome(NOT_GATED, NOT_GATED_REASON,
+                                                      champion_before=alias_version(name, CHAMPION)))
         with gate_lock(name):  # against the champion now: an evaluation beside this one may have moved it
             before = alias_version(name, CHAMPION)
             decision = gate_version(name, version, candidate, before,

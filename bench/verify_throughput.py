@@ -44,7 +44,7 @@ from utilisation import Utilisation
 
 from kernelwright.seed import SeedTask, load_seed_tasks
 from kernelwright.verifier.config import VerifyConfig
-from kernelwright.verifier.verdict import median_phase_cpu_s, median_phase_s
+from kernelwright.verifier.verdict import median_per_key, median_phase_cpu_s, median_phase_s
 from kernelwright.verifier.verify import verify_many
 
 KB_BUILD = """
@@ -139,13 +139,7 @@ def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, s
             "builds": dict(Counter(v.build or "none" for v in verdicts)),
             "median_phase_s": median_phase_s(verdicts), "median_phase_cpu_s": median_phase_cpu_s(verdicts),
             "sum_phase_s": {k: sum(v.phase_s.get(k, 0.0) for v in verdicts) for k in phases},
-            "median_cpu_s": _median_cpu_s(verdicts), "utilisation": use.result()}
-
-
-def _median_cpu_s(verdicts: list) -> dict[str, float]:
-    """Per candidate, the median CPU seconds of its judge and of its runner (compilers included)."""
-    keys = sorted({k for v in verdicts for k in v.cpu_s})
-    return {k: statistics.median(v.cpu_s[k] for v in verdicts if k in v.cpu_s) for k in keys}
+            "median_cpu_s": median_per_key([v.cpu_s for v in verdicts]), "utilisation": use.result()}
 
 
 def _kb_build(task: SeedTask, root: Path) -> float:

@@ -252,17 +252,18 @@ def parse_report(data: Any) -> Verdict:
         raise MalformedReport(f"verdict: {exc}") from None
 
 
+def median_per_key(maps: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Per key, the median of its values over the maps that have it (keys sorted)."""
+    keys = sorted({k for m in maps for k in m})
+    return {k: statistics.median(m[k] for m in maps if k in m) for k in keys}
+
+
 def median_phase_cpu_s(verdicts: Sequence[Verdict]) -> dict[str, dict[str, float]]:
     """Per process (judge, runner) and phase, the median CPU seconds over the verdicts that have it."""
-    out = {}
-    for who, attr in (("judge", "judge_phase_cpu_s"), ("runner", "runner_phase_cpu_s")):
-        per = [getattr(v, attr) for v in verdicts]
-        phases = sorted({k for p in per for k in p})
-        out[who] = {k: statistics.median(p[k] for p in per if k in p) for k in phases}
-    return out
+    return {"judge": median_per_key([v.judge_phase_cpu_s for v in verdicts]),
+            "runner": median_per_key([v.runner_phase_cpu_s for v in verdicts])}
 
 
 def median_phase_s(verdicts: Sequence[Verdict]) -> dict[str, float]:
     """Per worker phase, the median seconds over the verdicts that went through it."""
-    phases = sorted({k for v in verdicts for k in v.phase_s})
-    return {k: statistics.median(v.phase_s[k] for v in verdicts if k in v.phase_s) for k in phases}
+    return median_per_key([v.phase_s for v in verdicts])

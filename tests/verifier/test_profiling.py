@@ -94,9 +94,20 @@ def test_the_share_session_reads_the_output_back_before_it_stops(monkeypatch) ->
     assert kernel_ms == 44.0 / 1e3 / profiling.PROFILED_CALLS
 
 
-def test_read_back_takes_the_first_tensor_with_elements() -> None:
+def test_read_back_copies_one_element_of_the_first_tensor_with_elements(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from kernelwright.verifier.profiling import read_back
 
+    copied: list[tuple[tuple[int, ...], float]] = []
+    original = torch.Tensor.to
+
+    def to(self: torch.Tensor, *args: object, **kw: object) -> torch.Tensor:
+        copied.append((tuple(self.shape), float(self.sum())))
+        return original(self, *args, **kw)
+
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    read_back((None, torch.ones(0), torch.arange(6.0).reshape(2, 3), torch.ones(4)))
+    assert copied == [((1,), 5.0)]  # the last element of the first tensor that has one, alone
+    copied.clear()
     read_back(torch.ones(0))
-    read_back((None, torch.ones(0), torch.arange(6.0).reshape(2, 3)))
     read_back({"not": "a tensor"})  # nothing to read: the share's other checks reject such outputs
+    assert copied == []

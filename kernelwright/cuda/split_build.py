@@ -75,24 +75,27 @@ def try_split_build(original: Callable[..., Any], name: str, cpp_sources: Any, c
     if isinstance(args, str):
         return None
     cpp, cuda = args
-    kw = {**kw, "no_implicit_headers": True}
-    if kw.get("build_directory"):  # its own folder: the as-written build keeps its cached objects
-        kw["build_directory"] = str(Path(kw["build_directory"]) / "split")
-        Path(kw["build_directory"]).mkdir(parents=True, exist_ok=True)
+    # its own folder: the as-written build keeps its cached objects
+    kw = _in_subfolder({**kw, "no_implicit_headers": True}, "split")
     slim_cpp = host_sources(cpp, slim_header) if slim_header else None
     if slim_cpp is not None:
-        slim_kw = {**kw, "use_pch": False}
-        if slim_kw.get("build_directory"):  # apart from the full header's build: ninja sees other flags
-            slim_kw["build_directory"] = str(Path(slim_kw["build_directory"]) / "slim")
-            Path(slim_kw["build_directory"]).mkdir(parents=True, exist_ok=True)
-        try:
-            return original(name, slim_cpp, cuda, **slim_kw), True
+        try:  # apart from the full header's build: ninja sees other flags
+            return original(name, slim_cpp, cuda, **_in_subfolder({**kw, "use_pch": False}, "slim")), True
         except Exception:  # noqa: BLE001 - the slim header was not enough: torch's header next
             pass
     try:
         return original(name, cpp, cuda, **kw), False
     except Exception:  # noqa: BLE001 - any failure of the split build: the caller builds as written
         return None
+
+
+def _in_subfolder(kw: dict[str, Any], sub: str) -> dict[str, Any]:
+    """`kw` (load_inline's keyword arguments, a copy the caller owns) building in `<build_directory>/sub`,
+    made; unchanged without a build_directory."""
+    if kw.get("build_directory"):
+        kw["build_directory"] = str(Path(kw["build_directory"]) / sub)
+        Path(kw["build_directory"]).mkdir(parents=True, exist_ok=True)
+    return kw
 
 
 def split_load_inline(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -104,24 +104,26 @@ def reference_file(doc: str, family: str, dtype: str, shapes: list[dict[str, int
     `dtype = ...` (its own return line included); `flops` / `bytes_moved` = expressions of the shape keys."""
     keys = list(shapes[0])
     sig = ", ".join(f"{k}: int = {shapes[0][k]}" for k in keys)
-    init_sig, init_body = _scalar_init(len(scalars))
-    args = ", ".join(f"{a}: torch.Tensor" for a in forward[0])
     shape_lines = ",\n".join(f"    {s!r}".replace("'", '"') for s in shapes)
-    body = "".join(f"        {line}\n" for line in forward[1])
     made = "".join(f"    {line}\n" for line in inputs)
     return (f'"""{doc}"""\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n'
             f'CATEGORY = "{family}"\nDTYPE = "{dtype}"\nSHAPES = [\n{shape_lines},\n]\n\n\n'
-            f"class Model(nn.Module):\n    def __init__(self{init_sig}):\n        super().__init__()\n{init_body}\n"
-            f"    def forward(self, {args}) -> torch.Tensor:\n{body}\n\n"
+            f"{_module_class('Model', len(scalars), forward[0], forward[1])}\n\n"
             f"def get_inputs({sig}):\n    dtype = {CTYPES[dtype].torch}\n{made}\n\n"
             f"def get_init_inputs():\n    return [{', '.join(repr(v) for v in scalars)}]\n\n\n"
             f"def flops({sig}) -> float:\n    return {flops}\n\n\n"
             f"def bytes_moved({sig}) -> float:\n    return {bytes_moved}\n")
 
 
-def _scalar_init(n: int) -> tuple[str, str]:
-    """The constructor's scalar parameters (`, s0: float`) and the lines that keep them (`self.s0 = s0`)."""
-    return "".join(f", s{j}: float" for j in range(n)), "".join(f"        self.s{j} = s{j}\n" for j in range(n))
+def _module_class(name: str, n_scalars: int, tensors: list[str], forward: list[str]) -> str:
+    """`class name(nn.Module)`: a constructor keeping `n_scalars` scalars (`self.s<j>`), and a forward of
+    the tensor arguments `tensors` whose body is the lines `forward`."""
+    init_sig = "".join(f", s{j}: float" for j in range(n_scalars))
+    init_body = "".join(f"        self.s{j} = s{j}\n" for j in range(n_scalars))
+    args = ", ".join(f"{t}: torch.Tensor" for t in tensors)
+    body = "".join(f"        {line}\n" for line in forward)
+    return (f"class {name}(nn.Module):\n    def __init__(self{init_sig}):\n        super().__init__()\n{init_body}\n"
+            f"    def forward(self, {args}) -> torch.Tensor:\n{body}")
 
 
 def solution_file(rng: random.Random, names: Names, cuda: str, host_sig: str, n_scalars: int,
@@ -130,14 +132,11 @@ def solution_file(rng: random.Random, names: Names, cuda: str, host_sig: str, n_
     parameter list), called with the forward's `tensors` and then the scalars `self.s<j>`."""
     src, mod = rng.choice(("cuda_source", "cuda_src", "kernel_source")), rng.choice(("_ext", "_module", "_kernels"))
     call = ", ".join([*tensors, *(f"self.s{j}" for j in range(n_scalars))])
-    init_sig, init_body = _scalar_init(n_scalars)
-    args = ", ".join(f"{t}: torch.Tensor" for t in tensors)
     return (f'import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n'
             f'{src} = r"""\n{cuda}"""\n\ncpp_source = "torch::Tensor {names.host}({host_sig});"\n\n'
             f'{mod} = load_inline(\n    name="{names.ext}",\n    cpp_sources=cpp_source,\n    cuda_sources={src},\n'
             f'    functions=["{names.host}"],\n    extra_cuda_cflags=["-O3"],\n    verbose=False,\n)\n\n\n'
-            f"class ModelNew(nn.Module):\n    def __init__(self{init_sig}):\n        super().__init__()\n{init_body}\n"
-            f"    def forward(self, {args}) -> torch.Tensor:\n        return {mod}.{names.host}({call})\n")
+            + _module_class("ModelNew", n_scalars, tensors, [f"return {mod}.{names.host}({call})"]))
 
 
 def solution_names(rng: random.Random, stem: str) -> Names:

@@ -47,10 +47,11 @@ def compile_cmds(build: Path, name: str, cpp: list[str], cuda: list[str], kw: di
     if implicit:
         cpp.insert(0, "#include <torch/extension.h>")
         cuda[:0] = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
-    funcs = kw.get("functions") or []
-    funcs = [funcs] if isinstance(funcs, str) else list(funcs)
-    cpp += ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"]
-    cpp += [f'm.def("{f}", torch::wrap_pybind_function({f}), "{f}");' for f in funcs] + ["}"]
+    if kw.get("functions") is not None:  # as load_inline: no bindings written without functions
+        funcs = kw["functions"]
+        funcs = [funcs] if isinstance(funcs, str) else list(funcs)
+        cpp += ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"]
+        cpp += [f'm.def("{f}", torch::wrap_pybind_function({f}), "{f}");' for f in funcs] + ["}"]
     (build / "main.cpp").write_text("\n".join(cpp))
     (build / "cuda.cu").write_text("\n".join(cuda))
     ext._write_ninja_file_to_build_library(  # noqa: SLF001 - torch's own flags

@@ -6,8 +6,9 @@
 # Each step writes its JSON into OUT and is skipped when that file is there, so a time-boxed call
 # that is cut short resumes with the next step:
 # 1. throughput: 32 seed candidates, 16 workers, kernelwright three times and KernelBench's best
-#    mode once (verify_throughput.json); then kernelwright once with split builds' host files read
-#    after torch/extension.h instead of the slim header (verify_throughput_extension_h.json);
+#    mode once (verify_throughput.json); then kernelwright once with split builds' host files keeping
+#    their pybind11 bindings after the slim header instead of the generic bindings after the bare one
+#    (verify_throughput_slim_header.json: the A/B of cuda/host_bindings.py);
 # 2. every fixture three times, each run with a fresh build cache (verify_fixtures_runs3.json;
 #    the bench exits 1 naming any candidate whose verdict missed, which does not stop the rest);
 # 3. the timer bound's calibration: every honest candidate under 16 workers, twice
@@ -43,9 +44,9 @@ step() {  # step NAME FILE COMMAND...: run COMMAND unless FILE exists; its log b
 step throughput "$OUT/verify_throughput.json" \
   "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 3 \
   --phases kernelwright,kernelbench_best_mode --json "$OUT/verify_throughput.json"
-step header "$OUT/verify_throughput_extension_h.json" \
+step header "$OUT/verify_throughput_slim_header.json" \
   "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header \
-  --phases kernelwright_extension_h --json "$OUT/verify_throughput_extension_h.json"
+  --phases kernelwright_slim --json "$OUT/verify_throughput_slim_header.json"
 step fixtures "$OUT/verify_fixtures_runs3.json" \
   "$PYTHON" bench/verify_fixtures.py --jobs "$JOBS" --runs 3 --json "$OUT/verify_fixtures_runs3.json"
 step calibration "$OUT/timer_bound_calibration.parallel.done" \

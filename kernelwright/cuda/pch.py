@@ -50,8 +50,8 @@ def build_header(timeout_s: float) -> bool:
 def _build_under_lock(fh: IO[str], timeout_s: float, name: str) -> threading.Thread:
     """A started thread that builds the header, writes "ok" or "failed" into the lock file `fh`
     (held exclusively by the caller) and then releases the lock; then, with the workers already
-    building, the slim header of split builds (slim_header.py: found up to date after its first
-    build; workers use it once it is ready)."""
+    building, the smaller host headers and the generic bindings object of split builds
+    (slim_header.py: found up to date after their first build; workers use each once it is ready)."""
 
     def build() -> None:
         ok = False

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernelwright.cuda.slim_header import host_sources
+from kernelwright.cuda.host_bindings import bound_functions, shim
+from kernelwright.cuda.slim_header import BARE_ENOUGH, host_sources
 from kernelwright.cuda.spans import cuda_parser
 from kernelwright.cuda.split_codegen import make_split
 from kernelwright.cuda.split_syntax import NotSplittable, declared_name, fn_of, node_text, type_names
@@ -66,27 +67,50 @@ def _defined_names(source: str) -> set[str]:
 
 
 def try_split_build(original: Callable[..., Any], name: str, cpp_sources: Any, cuda_sources: Any,
-                    kw: dict[str, Any], slim_header: str | None = None) -> tuple[Any, bool] | None:
-    """(the module built split, whether its host file read `slim_header`), or None (not splittable,
-    or the split build failed: build as written). With `slim_header` (slim_header.py) the host file
-    reads that precompiled header instead of torch's extension.h, and is built again with torch's
-    when that fails."""
+                    kw: dict[str, Any], slim_header: str | None = None,
+                    bare: tuple[str, str] | None = None) -> tuple[Any, str] | None:
+    """(the module built split, how: `split_bare`, `split_slim` or `split`), or None (not splittable,
+    or the split build failed: build as written). The host file is built after the smallest header
+    that serves it, each failure falling back to the next: with `bare` (slim_header.bare_ready(): the
+    bare header and the generic bindings object) and `functions` the generic bindings convert, after
+    torch/types.h alone with no pybind11 in the file (host_bindings.py); with `slim_header`, after
+    torch/types.h and torch/python.h; last after torch's own extension.h."""
     args = split_arguments(cpp_sources, cuda_sources, kw)
     if isinstance(args, str):
         return None
     cpp, cuda = args
     # its own folder: the as-written build keeps its cached objects
     kw = _in_subfolder({**kw, "no_implicit_headers": True}, "split")
+    if bare is not None and (bare_build := bare_arguments(cpp, kw, bare)) is not None:
+        try:  # apart from the other builds: ninja sees other flags
+            return original(name, bare_build[0], cuda, **_in_subfolder(bare_build[1], "bare")), "split_bare"
+        except Exception:  # noqa: BLE001 - the bare header was not enough: the slim one next
+            pass
     slim_cpp = host_sources(cpp, slim_header) if slim_header else None
     if slim_cpp is not None:
-        try:  # apart from the full header's build: ninja sees other flags
-            return original(name, slim_cpp, cuda, **_in_subfolder({**kw, "use_pch": False}, "slim")), True
+        try:
+            return original(name, slim_cpp, cuda, **_in_subfolder({**kw, "use_pch": False}, "slim")), "split_slim"
         except Exception:  # noqa: BLE001 - the slim header was not enough: torch's header next
             pass
     try:
-        return original(name, cpp, cuda, **kw), False
+        return original(name, cpp, cuda, **kw), "split"
     except Exception:  # noqa: BLE001 - any failure of the split build: the caller builds as written
         return None
+
+
+def bare_arguments(cpp: list[str], kw: dict[str, Any], bare: tuple[str, str]
+                    ) -> tuple[list[str], dict[str, Any]] | None:
+    """The host sources and `load_inline` arguments of the bare build (the generic bindings linked
+    in, none written into the file), or None when the file or its functions are out of its scope."""
+    ldflags = kw.get("extra_ldflags") or []
+    if not isinstance(ldflags, (list, tuple)):
+        return None
+    bound = bound_functions(cpp, kw.get("functions"))
+    sources = host_sources(cpp, bare[0], BARE_ENOUGH) if not isinstance(bound, str) else None
+    if sources is None or isinstance(bound, str):
+        return None
+    return [*sources, shim(bound)], {**kw, "use_pch": False, "functions": None,
+                                     "extra_ldflags": [*ldflags, bare[1]]}
 
 
 def _in_subfolder(kw: dict[str, Any], sub: str) -> dict[str, Any]:

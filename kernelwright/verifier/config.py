@@ -33,9 +33,16 @@ class VerifyConfig:
                 "header (same kernels, ~4x less compile time); anything the split does not cover is built as "
                 "written. Off: always as written."})
     slim_header: bool = field(default=True, metadata={
-        "help": "In a split build, compile the host file after a precompiled torch/types.h and torch/python.h "
-                "(cuda/slim_header.py: ~5 CPU-s a candidate instead of ~8.5 with torch/extension.h), again "
-                "with torch/extension.h when that fails. Off: torch/extension.h."})
+        "help": "In a split build, compile the host file after the smallest precompiled header that serves it "
+                "(cuda/slim_header.py): torch/types.h alone with kernelwright's generic bindings linked in "
+                "where the functions' signatures allow (cuda/host_bindings.py; see generic_bindings), else "
+                "torch/types.h and torch/python.h, else torch/extension.h; each failure falls back to the "
+                "next. Off: torch/extension.h."})
+    generic_bindings: bool = field(default=True, metadata={
+        "help": "With slim_header: bind a split build's host functions with kernelwright's generic bindings "
+                "object, so the host file holds no pybind11 and reads torch/types.h alone (~2 CPU-s a "
+                "candidate instead of ~4.7 after torch/types.h and torch/python.h). Off: the bindings "
+                "load_inline writes, after the slim header."})
     profiler_warm_up: bool = field(default=True, metadata={
         "help": "Start the profiler (CUPTI, ~4.6 s on an H200) in a thread while the candidate builds; off: at "
                 "the first shape's kernel-share pass."})

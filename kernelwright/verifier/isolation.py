@@ -57,15 +57,17 @@ def no_network() -> None:
 
 
 def patch_load_inline(cache: str | None, split: bool = False, pch_lock: str | None = None,
-                      slim_host: bool = True) -> None:
+                      slim_host: bool = True, bare_host: bool = True) -> None:
     """Cheaper `load_inline` builds that compute the same thing.
 
     - a build folder per content hash (a second candidate with the same sources is not rebuilt);
     - only the present GPU's architecture (TORCH_CUDA_ARCH_LIST);
     - the .cu file includes `torch/types.h` instead of `torch/extension.h` (no pybind11, no
       autograd API: half the host parse), retried with the original header if that fails;
-    - a split build's host file read after the slim precompiled header (cuda/slim_header.py) when
-      `slim_host` and the parent built it, else after torch's;
+    - a split build's host file read after the smallest precompiled header that serves it
+      (cuda/slim_header.py) when `slim_host` and the parent built them: torch/types.h alone with
+      the generic bindings linked in (cuda/host_bindings.py; when `bare_host` too), else
+      torch/types.h + torch/python.h, else torch's extension.h;
     - a precompiled `torch/extension.h` for the C++ bindings file (`use_pch`), built by the parent
       while this worker started (`pch_lock`, see pch.py). A call without it leaves the shared header
       in place: stock `load_inline(use_pch=False)` deletes it, under the other workers' builds.
@@ -88,10 +90,12 @@ def patch_load_inline(cache: str | None, split: bool = False, pch_lock: str | No
         kw["use_pch"] = use_header(kw, pch_lock)
         if split:  # None: not splittable or the split build failed
             from kernelwright.cuda.split_build import try_split_build
-            header = slim_header.ready() if slim_host and kw["use_pch"] else None
-            if (built := try_split_build(original, name, cpp_sources, cuda_sources, kw, header)) is not None:
-                module, slim_read = built
-                BUILD_PATHS.append("split_slim" if slim_read else "split")
+            smaller = slim_host and kw["use_pch"]
+            header = slim_header.ready() if smaller else None
+            bare = slim_header.bare_ready() if smaller and bare_host else None
+            if (built := try_split_build(original, name, cpp_sources, cuda_sources, kw, header, bare)) is not None:
+                module, how = built
+                BUILD_PATHS.append(how)
                 SPLIT_LIBRARIES.append(str(getattr(module, "__file__", "")))
                 return module
         slim = _slim_cuda(cuda_sources)
@@ -109,7 +113,9 @@ def patch_load_inline(cache: str | None, split: bool = False, pch_lock: str | No
     ext.load_inline = load_inline  # type: ignore[assignment]
 
 
-BUILD_PATHS: list[str] = []  # how each load_inline call of this worker was built: split_slim, split, slim or as_written
+BUILD_PATHS: list[str] = []  # how each load_inline call of this worker was built: split_bare, split_slim, split,
+#                              slim or as_written
+SPLIT_PATHS = ("split", "split_slim", "split_bare")  # the build paths of the split build
 SPLIT_LIBRARIES: list[str] = []  # the split-built extensions' files: their launchers honour the skip flag
 
 
@@ -123,7 +129,7 @@ def own_launches_skipped() -> Iterator[int]:
     from kernelwright.cuda.split_codegen import SKIP_FLAG
 
     flags = []
-    if BUILD_PATHS and all(p in ("split", "split_slim") for p in BUILD_PATHS):
+    if BUILD_PATHS and all(p in SPLIT_PATHS for p in BUILD_PATHS):
         for path in SPLIT_LIBRARIES:
             with contextlib.suppress(OSError, ValueError):
                 flags.append(ctypes.c_int.in_dll(ctypes.CDLL(path), SKIP_FLAG))

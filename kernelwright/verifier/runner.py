@@ -312,7 +312,8 @@ def main(argv: list[str]) -> None:
         isolation += f", {limit_tasks(int(settings['tasks_max']))}"
     no_network()
     patch_load_inline(str(scratch / "builds"), bool(settings["split_build"]), settings.get("pch_lock"),
-                      slim_host=bool(settings.get("slim_header", True)))
+                      slim_host=bool(settings.get("slim_header", True)),
+                      bare_host=bool(settings.get("generic_bindings", True)))
     end.reply("ready", isolation=isolation)
     serve(Runner(settings, scratch, end))
     sys.stdout.flush()

@@ -66,7 +66,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "16"  # 16: the timed outputs are checked after the timing lock, not under it (their
+JUDGE_VERSION = "17"  # 17: a split build's host file whose functions the generic bindings convert
+# is built after a precompiled torch/types.h alone, its bindings linked in from an object built once
+# (cuda/host_bindings.py; verdict build `split_bare`): no pybind11 in the candidate's file;
+# 16: the timed outputs are checked after the timing lock, not under it (their
 # forwards share the GPU with others' trials, as correctness runs do; the lock is held less);
 # 15: the kernel share's profiler session reads one element of the output back before it
 # stops (a candidate that replaced the synchronisations natively could stop it before its kernels

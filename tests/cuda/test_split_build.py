@@ -217,7 +217,7 @@ def test_try_split_build_calls_load_inline_split_and_falls_back(tmp_path: Path) 
         return "module"
 
     kw = {"functions": ["square"], "build_directory": str(tmp_path)}
-    assert try_split_build(fake, "ext", "torch::Tensor square(torch::Tensor x);", CU, kw) == ("module", False)
+    assert try_split_build(fake, "ext", "torch::Tensor square(torch::Tensor x);", CU, kw) == ("module", "split")
     assert calls[0]["no_implicit_headers"] is True
     assert calls[0]["build_directory"] == str(tmp_path / "split")
     assert kw["build_directory"] == str(tmp_path)  # the caller's arguments are left alone
@@ -272,7 +272,8 @@ def test_seed_device_tu_compiles_without_torch(task: str, tmp_path: Path) -> Non
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed (CUDA headers for the host side)")
-@pytest.mark.parametrize("header", ["#include <torch/extension.h>\n", slim_header.TEXT], ids=["extension_h", "slim"])
+@pytest.mark.parametrize("header", ["#include <torch/extension.h>\n", slim_header.SLIM.text],
+                         ids=["extension_h", "slim"])
 def test_seed_host_parts_compile_with_gxx(tmp_path: Path, header: str) -> None:
     import torch.utils.cpp_extension as ext
 

@@ -23,9 +23,11 @@ into it. Here the bindings live elsewhere:
 `bound_functions` reads the signatures from the host sources' declarations (tree-sitter) and
 answers why not when any of `functions` is outside what the object converts: a parameter other than
 a tensor (`torch::Tensor`/`at::Tensor` by value or reference), `int`, `int64_t`/`long`/`long long`,
-`float`, `double` or `bool` (by value or const reference); a result other than those, `void`,
-`std::vector` of tensors or `std::tuple` of tensors; an overload; a function declared nowhere at
-top level; a file that names pybind11 itself. The split build then reads the slim header as before.
+`float`, `double`, `bool`, `std::vector<int64_t>`, `std::vector<double>` or an optional tensor
+(`c10::optional`/`std::optional`; these by value or const reference); a result other than a tensor,
+a scalar of those, `void`, `std::vector` of tensors or `std::tuple` of tensors; an overload; a
+function declared nowhere at top level; a file that names pybind11 itself. The split build then
+reads the slim header as before.
 """
 
 from __future__ import annotations
@@ -44,9 +46,13 @@ _NAME = re.compile(r"[A-Za-z_]\w*\Z")
 _TENSOR = {"torch::Tensor", "at::Tensor", "Tensor"}
 _SCALARS = {"int": "i", "int32_t": "i", "std::int32_t": "i", "int64_t": "l", "std::int64_t": "l", "long": "l",
             "longint": "l", "longlong": "l", "float": "f", "double": "d", "bool": "b"}
+# parameters passed by value or const reference, besides the scalars: int and float lists, an optional tensor
+_VALUES = _SCALARS | {f"std::vector<{t}>": "L" for t in ("int64_t", "std::int64_t", "long")} | {
+    "std::vector<double>": "D"} | {f"{o}<{t}>": "O" for o in ("c10::optional", "std::optional") for t in _TENSOR}
 # the C++ type of each code's slot in GENERIC's `Slot` (what a stub casts `void*` to)
 SLOT_TYPE = {"T": "at::Tensor", "i": "int", "l": "int64_t", "f": "float", "d": "double", "b": "bool",
-             "V": "std::vector<at::Tensor>", "U": "std::vector<at::Tensor>"}
+             "V": "std::vector<at::Tensor>", "U": "std::vector<at::Tensor>", "L": "std::vector<int64_t>",
+             "D": "std::vector<double>", "O": "std::optional<at::Tensor>"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +62,7 @@ class Bound:
     name: str
     doc: str
     result: str  # one code: T i l f d b (as the parameters), v void, V vector of tensors, U tuple of tensors
-    params: str  # one code per parameter: T i l f d b
+    params: str  # one code per parameter: T i l f d b, L list of int64_t, D list of double, O optional tensor
 
 
 def requested(functions: object) -> list[tuple[str, str]] | None:
@@ -151,8 +157,8 @@ def _param_codes(plist: tree_sitter.Node | None) -> str | None:
             return None  # an rvalue reference: the stub passes lvalues
         if kind in _TENSOR:
             codes.append("T")
-        elif kind in _SCALARS and (const or not ref):
-            codes.append(_SCALARS[kind])
+        elif kind in _VALUES and (const or not ref):
+            codes.append(_VALUES[kind])
         else:
             return None
     return "".join(codes)
@@ -200,7 +206,9 @@ def shim(bound: list[Bound]) -> str:
 GENERIC = r"""// kernelwright: the generic bindings of split builds' host files (kernelwright/cuda/host_bindings.py)
 #include <torch/types.h>
 #include <torch/python.h>
+#include <pybind11/stl.h>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -219,6 +227,9 @@ struct Slot {
   double d = 0;
   float f = 0;
   bool b = false;
+  std::vector<int64_t> vl;
+  std::vector<double> vd;
+  std::optional<at::Tensor> ot;
 };
 
 template <typename T>
@@ -238,6 +249,9 @@ void* slot(char code, Slot& s) {
     case 'd': return &s.d;
     case 'f': return &s.f;
     case 'b': return &s.b;
+    case 'L': return &s.vl;
+    case 'D': return &s.vd;
+    case 'O': return &s.ot;
     default: return nullptr;
   }
 }
@@ -250,6 +264,9 @@ bool load_slot(char code, py::handle h, Slot& s) {
     case 'd': return load(h, s.d);
     case 'f': return load(h, s.f);
     case 'b': return load(h, s.b);
+    case 'L': return load(h, s.vl);
+    case 'D': return load(h, s.vd);
+    case 'O': return load(h, s.ot);
     default: return false;
   }
 }
@@ -262,6 +279,9 @@ const char* type_name(char code) {
     case 'b': return "bool";
     case 'V': return "list[torch.Tensor]";
     case 'U': return "tuple";
+    case 'L': return "list[int]";
+    case 'D': return "list[float]";
+    case 'O': return "torch.Tensor | None";
     default: return "None";
   }
 }

@@ -23,14 +23,18 @@ from kernelwright.cuda.host_bindings import Bound, bound_functions, shim
     ("int64_t f(void);", "l", ""),
     ("bool f();", "b", ""),
     ("const torch::Tensor f(torch::Tensor /*x*/);", "T", "T"),
+    ("torch::Tensor f(c10::optional<torch::Tensor> b, const std::optional<at::Tensor>& c, std::vector<int64_t> s,"
+     " const std::vector<double>& w, std::vector<long> k);", "T", "OOLDL"),
 ])
 def test_signatures_the_generic_bindings_convert(decl: str, result: str, params: str) -> None:
     assert bound_functions([decl], ["f"]) == [Bound("f", "f", result, params)]
 
 
 @pytest.mark.parametrize("decl", [
-    "torch::Tensor f(c10::optional<torch::Tensor> x);",  # a type it does not convert
+    "torch::Tensor f(c10::optional<int64_t> x);",  # a type it does not convert
     "torch::Tensor f(std::vector<torch::Tensor> xs);",
+    "torch::Tensor f(std::vector<long long> xs);",
+    "torch::Tensor f(std::vector<int64_t>& xs);",  # a list by non-const reference
     "torch::Tensor f(float* p);",  # a pointer
     "torch::Tensor f(torch::Tensor&& x);",  # an rvalue reference
     "torch::Tensor f(int64_t& n);",  # a scalar by non-const reference
@@ -78,9 +82,14 @@ void fill(torch::Tensor x, float v, bool twice) { x.fill_(twice ? 2 * v : v); }
 int64_t count(const torch::Tensor& x) { return x.numel(); }
 bool check(torch::Tensor x) { TORCH_CHECK_INDEX(x.numel() < 3, "bad index ", x.numel()); return true; }
 double half(double v) { TORCH_WARN("halving ", v); return v / 2; }
+torch::Tensor shaped(torch::Tensor x, c10::optional<torch::Tensor> b, std::vector<int64_t> shape,
+                     const std::vector<double>& ws) {
+    auto y = x.reshape(shape) * (ws.empty() ? 1.0 : ws[0]);
+    return b.has_value() ? y + b->reshape(shape) : y;
+}
 """
 FUNCTIONS = {"scale": "scale x by s", "split2": "split2", "many": "many", "fill": "fill", "count": "count",
-             "check": "check", "half": "half"}
+             "check": "check", "half": "half", "shaped": "shaped"}
 
 
 def _calls() -> list[tuple[str, tuple[Any, ...]]]:
@@ -91,7 +100,10 @@ def _calls() -> list[tuple[str, tuple[Any, ...]]]:
             ("scale", ("a", 1.0)), ("scale", (torch.nn.Parameter(x), 1.0)), ("split2", (x, 2)),
             ("split2", (x, 2.5)), ("split2", (x, True)), ("many", (x, 3)), ("many", (x, 2**40)),
             ("fill", (x.clone(), 3.0, True)), ("fill", (x.clone(), 3, 1)), ("count", (x,)), ("count", (None,)),
-            ("check", (x[:2],)), ("check", (x,)), ("half", (3,)), ("half", (x,))]
+            ("check", (x[:2],)), ("check", (x,)), ("half", (3,)), ("half", (x,)),
+            ("shaped", (x, None, [2, 3], [2.0])), ("shaped", (x, x, (3, 2), [])), ("shaped", (x, None, [6], [1])),
+            ("shaped", (x, None, [2.5, 3], [1.0])), ("shaped", (x, "b", [6], [1.0])), ("shaped", (x, None, 6, [1.0])),
+            ("shaped", (x, None, [7], [1.0])), ("shaped", (x, None, [6], ["a"]))]
 
 
 def _outcome(fn: Any, args: tuple[Any, ...]) -> tuple[str, str]:
@@ -114,7 +126,7 @@ def _outcome(fn: Any, args: tuple[Any, ...]) -> tuple[str, str]:
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
 def test_generic_bindings_behave_as_torchs_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same host code bound by torch's `load_inline(functions=...)` and by the generic bindings
-    (bare header, the object linked in): every call, good or bad, has the same outcome."""
+    (bare header, the object linked in): every call, good or bad, has the same outcome (27 calls)."""
     import torch.utils.cpp_extension as ext
 
     monkeypatch.setattr(ext, "remove_extension_h_precompiler_headers", lambda: None)  # other tests' headers

@@ -78,9 +78,10 @@ def _in_stage_run(name: str, cfg: HasStore, fn: Callable[[], T]) -> T:
 
 def _curate(argv: Sequence[str]) -> int:
     from kernelwright.curation.config import CurateConfig
-    from kernelwright.curation.stage import check_curate_config, run_curate
 
     cfg = parse_config(CurateConfig, argv, "kernelwright curate", "Curate a corpus into CuSeT-weighted Parquet.")
+    from kernelwright.curation.stage import check_curate_config, run_curate
+
     check_curate_config(cfg)  # bad arguments are refused before the MLflow store is touched
     out = _in_stage_run("curate", cfg, lambda: run_curate(cfg))
     console.print(f"[green]curated[/] -> {out}")
@@ -89,10 +90,11 @@ def _curate(argv: Sequence[str]) -> int:
 
 def _synthesize(argv: Sequence[str]) -> int:
     from kernelwright.synthesis.config import SynthesizeConfig
-    from kernelwright.synthesis.stage import check_synthesize_config, run_synthesize
 
     cfg = parse_config(SynthesizeConfig, argv, "kernelwright synthesize",
                        "Procedural tasks with generator-written solutions, verified on a GPU, for curation.")
+    from kernelwright.synthesis.stage import check_synthesize_config, run_synthesize
+
     check_synthesize_config(cfg)  # bad arguments are refused before the MLflow store is touched
     r = _in_stage_run("synthesize", cfg, lambda: run_synthesize(cfg, progress=lambda m: console.print(escape(m))))
     how = "verified on this GPU (trusted batches)" if r.verified else "[yellow]unverified[/] (no GPU check)"
@@ -107,9 +109,10 @@ def _synthesize(argv: Sequence[str]) -> int:
 
 def _train(argv: Sequence[str]) -> int:
     from kernelwright.training.config import TrainConfig
-    from kernelwright.training.stage import train_command
 
     cfg = parse_config(TrainConfig, argv, "kernelwright train", "CuSeT-weighted SFT with TRL.")
+    from kernelwright.training.stage import train_command
+
     for result in train_command(cfg):
         console.print(f"[green]trained[/] -> {result.model_dir} (loss {result.train_loss:.3f}); "
                       f"registered version {result.registered_version}")
@@ -118,9 +121,10 @@ def _train(argv: Sequence[str]) -> int:
 
 def _rl(argv: Sequence[str]) -> int:
     from kernelwright.rl.config import RLConfig
-    from kernelwright.rl.stage import rl_command
 
     cfg = parse_config(RLConfig, argv, "kernelwright rl", "GRPO with the judge as the reward (TRL).")
+    from kernelwright.rl.stage import rl_command
+
     r = rl_command(cfg)
     console.print(f"[green]rl[/] -> {r.model_dir}: {r.global_step} steps, reward {r.reward_mode}, mean reward "
                   f"{r.mean_reward:.3f}, correct {r.correct_rate:.2f}, cheat rate {r.cheat_rate:.2f}; "
@@ -130,10 +134,11 @@ def _rl(argv: Sequence[str]) -> int:
 
 def _evaluate(argv: Sequence[str]) -> int:
     from kernelwright.evaluation.config import EvaluateConfig
+
+    cfg = parse_config(EvaluateConfig, argv, "kernelwright evaluate", "Generate, verify and score kernels.")
     from kernelwright.evaluation.report import results_table
     from kernelwright.evaluation.stage import generate_candidates, plan_evaluation, run_evaluate
 
-    cfg = parse_config(EvaluateConfig, argv, "kernelwright evaluate", "Generate, verify and score kernels.")
     plan = plan_evaluation(cfg)  # bad arguments are refused before the MLflow store is touched
     if cfg.generate_only:
         record = _in_stage_run("generate", cfg, lambda: generate_candidates(cfg, plan))
@@ -171,16 +176,16 @@ def _verify(argv: Sequence[str]) -> int:
 
 
 def _serve(argv: Sequence[str]) -> int:
-    from kernelwright.serve import run_serve
     from kernelwright.serving.config import ServeConfig
 
     cfg = parse_config(ServeConfig, argv, "kernelwright serve", "Serve the registered model over HTTP.")
+    from kernelwright.serve import run_serve
+
     return run_serve(cfg, announce=console.print)
 
 
 def _base_model(argv: Sequence[str]) -> int:
     from kernelwright.base_model.config import PretrainConfig
-    from kernelwright.base_model.pretrain import check_pretrain_config, run_pretrain
 
     args = list(argv)
     if args and args[0] in ("-h", "--help"):
@@ -189,6 +194,8 @@ def _base_model(argv: Sequence[str]) -> int:
         raise UsageError("usage: kernelwright base-model pretrain [--size tiny|small] [--minutes N] [--out DIR]")
     cfg = parse_config(PretrainConfig, args[1:], "kernelwright base-model pretrain",
                        "Pretrain a code base model on the code of the installed packages.")
+    from kernelwright.base_model.pretrain import check_pretrain_config, run_pretrain
+
     check_pretrain_config(cfg)  # before the MLflow store is touched
     r = _in_stage_run("base-model", cfg, lambda: run_pretrain(cfg))
     what = "reused (same corpus digest and config)" if r.reused else (

@@ -56,6 +56,8 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=0, help="at most this many seed solutions (0: all splittable)")
     ap.add_argument("--stride", type=int, default=1, help="every STRIDE-th splittable seed solution")
     ap.add_argument("--json", type=Path, default=Path("docs/results/host_header_cpu.json"))
+    ap.add_argument("--extra-cflags", nargs="*", default=None,
+                    help="host flags given to every file as a candidate's `extra_cflags` (e.g. -O3; none: as written)")
     args = ap.parse_args()
     if not build_header(timeout_s=900.0):
         raise SystemExit("torch's precompiled extension.h did not build")
@@ -68,6 +70,8 @@ def main() -> int:
         got = capture_load_inline(path)
         res = split_arguments(got["cpp"], got["cuda"], got["kw"]) if got else "no load_inline call"
         if not isinstance(res, str):
+            if args.extra_cflags is not None:
+                got["kw"] = {**got["kw"], "extra_cflags": args.extra_cflags}
             seeds.append((path.parent.name, got, res))
     seeds = seeds[::args.stride][:args.limit or None]
     rows: list[dict[str, Any]] = []
@@ -87,7 +91,7 @@ def main() -> int:
             rows.append(row)
             print(f"{task:45s} extension.h {_fmt(row['extension_h'])} | slim {_fmt(row['slim'])} | "
                   f"bare {_fmt(row['bare'])}", flush=True)
-    summary = _summary(rows)
+    summary = _summary(rows) | {"extra_cflags": args.extra_cflags}
     print(json.dumps(summary))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1) + "\n")

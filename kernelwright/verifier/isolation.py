@@ -65,7 +65,8 @@ def patch_load_inline(cache: str | None, split: bool = False, pch_lock: str | No
     - the .cu file includes `torch/types.h` instead of `torch/extension.h` (no pybind11, no
       autograd API: half the host parse), retried with the original header if that fails;
     - a split build's host file read after the smallest precompiled header that serves it
-      (cuda/slim_header.py) when `slim_host` and the parent built them: torch/types.h alone with
+      (cuda/slim_header.py) when `slim_host` and the parent built them, whatever host flags the
+      candidate passes: torch/types.h alone with
       the generic bindings linked in (cuda/host_bindings.py; when `bare_host` too), else
       torch/types.h + torch/python.h, else torch's extension.h;
     - a precompiled `torch/extension.h` for the C++ bindings file (`use_pch`), built by the parent
@@ -90,9 +91,11 @@ def patch_load_inline(cache: str | None, split: bool = False, pch_lock: str | No
         kw["use_pch"] = use_header(kw, pch_lock)
         if split:  # None: not splittable or the split build failed
             from kernelwright.cuda.split_build import try_split_build
-            smaller = slim_host and kw["use_pch"]
-            header = slim_header.ready() if smaller else None
-            bare = slim_header.bare_ready() if smaller and bare_host else None
+            # the smaller headers are kernelwright's own (stamped, never rebuilt with a candidate's
+            # flags), so a candidate's host flags do not keep them out: with `-O3`, say, g++ skips
+            # the precompiled form and reads the header as text, still far less than extension.h
+            header = slim_header.ready() if slim_host else None
+            bare = slim_header.bare_ready() if slim_host and bare_host else None
             if (built := try_split_build(original, name, cpp_sources, cuda_sources, kw, header, bare)) is not None:
                 module, how = built
                 BUILD_PATHS.append(how)

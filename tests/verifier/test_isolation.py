@@ -34,6 +34,42 @@ def test_a_build_without_the_header_leaves_it_for_the_others(monkeypatch: pytest
     assert calls[0]["use_pch"] is False and not removed
 
 
+CU = """
+__global__ void twice_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2 * x[i];
+}
+torch::Tensor twice(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    twice_kernel<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+"""
+
+
+@pytest.mark.parametrize("flags", [None, [""], ["-O3"]])
+def test_split_builds_read_the_smaller_headers_whatever_the_host_flags(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path, flags: Any) -> None:
+    """KernelBench's template passes `extra_cflags=[""]` and many kernels `["-O3"]`: that keeps torch's
+    shared header out (torch would rebuild it with those flags) but not kernelwright's own, which
+    g++ reads as text when the flags do not match its precompiled form."""
+    import torch.utils.cpp_extension as ext
+
+    from kernelwright.cuda import slim_header
+
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(ext, "load_inline", lambda name, cpp, cuda=None, **kw: calls.append({"cpp": cpp, **kw}))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    monkeypatch.setattr(slim_header, "ready", lambda: "/t/slim.h")
+    monkeypatch.setattr(slim_header, "bare_ready", lambda: ("/t/bare.h", "/t/bindings.o"))
+    monkeypatch.setattr(isolation, "BUILD_PATHS", [])
+    isolation.patch_load_inline(str(tmp_path), split=True)
+    ext.load_inline("m", "torch::Tensor twice(torch::Tensor x);", CU, functions=["twice"], extra_cflags=flags)
+    assert calls[0]["cpp"][0] == '#include "/t/bare.h"' and calls[0]["extra_ldflags"] == ["/t/bindings.o"]
+    assert calls[0]["extra_cflags"] == flags and isolation.BUILD_PATHS == ["split_bare"]
+
+
 def _flag_library(tmp_path: Path, name: str) -> str:
     """A shared library exporting the split build's skip flag, as a split-built extension does."""
     import shutil

@@ -9,7 +9,7 @@ files). A host file needs torch/python.h only for the bindings `load_inline(func
 into it. Here the bindings live elsewhere:
 
 - `GENERIC`: a C++ file of kernelwright's own (no candidate text in it), compiled once per host into
-  `kw_host_bindings.o` beside torch's headers, stamped like the slim header. It defines
+  `kw_host_bindings.cpp.o` beside torch's headers, stamped like the slim header. It defines
   `kw_make_module(name, fns, n)`: a module whose functions take positional arguments, load each
   with pybind11's own casters (torch's for tensors, in convert mode as pybind11's overload
   resolution ends with), call the candidate's function inside torch's error handling

@@ -35,10 +35,12 @@ T = TypeVar("T")
 
 
 def _pipeline(argv: Sequence[str]) -> int:
-    from kernelwright.evaluation.report import results_table
-    from kernelwright.pipeline import PipelineConfig, run_pipeline
+    from kernelwright.job_config import PipelineConfig
 
     cfg = parse_config(PipelineConfig, argv, "kernelwright pipeline", "Curate, train and evaluate on the defaults.")
+    from kernelwright.evaluation.report import results_table
+    from kernelwright.pipeline import run_pipeline
+
     stages = iter(range(1, 4))
     result = run_pipeline(cfg, lambda name: console.rule(f"[bold]{next(stages)}/3 {name}"))
     ev = result.evaluation

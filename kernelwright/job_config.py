@@ -49,6 +49,11 @@ class JobConfig:
             raise ValueError("need max_steps >= 1, samples >= 1 and save_steps >= 0")
 
 
+@dataclass
+class PipelineConfig(JobConfig):
+    """Config of `kernelwright pipeline`: the knobs worth turning for a whole run (`JobConfig`'s)."""
+
+
 def curate_config(job: JobConfig, workdir: Path, **extra: Any) -> CurateConfig:
     """The curate stage of a job: the seed corpus's train split unless `extra` names inputs."""
     return CurateConfig(**{"split": "train", "base_model": job.base_model, "workdir": str(workdir), **extra})

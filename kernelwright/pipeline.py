@@ -22,17 +22,12 @@ from kernelwright.base_model.pretrain import read_meta
 from kernelwright.config import config_to_params
 from kernelwright.curation.stage import run_curate
 from kernelwright.evaluation.stage import EvaluateResult, run_evaluate
-from kernelwright.job_config import JobConfig, curate_config, evaluate_config, train_config
+from kernelwright.job_config import PipelineConfig, curate_config, evaluate_config, train_config
 from kernelwright.store import Store
 from kernelwright.tracking import REGISTERED_MODEL, stage_run, tracking_session
 from kernelwright.training.stage import run_train
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class PipelineConfig(JobConfig):
-    """Config of `kernelwright pipeline`: the knobs worth turning for a whole run (`JobConfig`'s)."""
 
 
 @dataclass

@@ -17,7 +17,7 @@ builds as written.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,33 +81,38 @@ def try_split_build(original: Callable[..., Any], name: str, cpp_sources: Any, c
     cpp, cuda = args
     # its own folder: the as-written build keeps its cached objects
     kw = _in_subfolder({**kw, "no_implicit_headers": True}, "split")
-    if bare is not None and (bare_build := bare_arguments(cpp, kw, bare)) is not None:
-        try:  # apart from the other builds: ninja sees other flags
-            return original(name, bare_build[0], cuda, **_in_subfolder(bare_build[1], "bare")), "split_bare"
-        except Exception:  # noqa: BLE001 - the bare header was not enough: the slim one next
-            pass
-    slim_cpp = host_sources(cpp, slim_header) if slim_header else None
-    if slim_cpp is not None:
+    for sources, attempt_kw, how in _attempts(cpp, kw, slim_header, bare):
         try:
-            return original(name, slim_cpp, cuda, **_in_subfolder({**kw, "use_pch": False}, "slim")), "split_slim"
-        except Exception:  # noqa: BLE001 - the slim header was not enough: torch's header next
+            return original(name, sources, cuda, **attempt_kw), how
+        except Exception:  # noqa: BLE001 - this header was not enough: the next one (after the last: as written)
             pass
-    try:
-        return original(name, cpp, cuda, **kw), "split"
-    except Exception:  # noqa: BLE001 - any failure of the split build: the caller builds as written
-        return None
+    return None
+
+
+def _attempts(cpp: list[str], kw: dict[str, Any], slim_header: str | None, bare: tuple[str, str] | None
+              ) -> Iterator[tuple[list[str], dict[str, Any], str]]:
+    """The split build's host sources, `load_inline` arguments and name, smallest header first; each
+    made only when the one before it failed. The smaller headers build in sub-folders of their own
+    (ninja sees other flags)."""
+    if bare is not None and (bare_build := bare_arguments(cpp, kw, bare)) is not None:
+        yield bare_build[0], _in_subfolder(bare_build[1], "bare"), "split_bare"
+    if slim_header and (slim_cpp := host_sources(cpp, slim_header)) is not None:
+        yield slim_cpp, _in_subfolder({**kw, "use_pch": False}, "slim"), "split_slim"
+    yield cpp, kw, "split"
 
 
 def bare_arguments(cpp: list[str], kw: dict[str, Any], bare: tuple[str, str]
-                    ) -> tuple[list[str], dict[str, Any]] | None:
+                   ) -> tuple[list[str], dict[str, Any]] | None:
     """The host sources and `load_inline` arguments of the bare build (the generic bindings linked
     in, none written into the file), or None when the file or its functions are out of its scope."""
     ldflags = kw.get("extra_ldflags") or []
     if not isinstance(ldflags, (list, tuple)):
         return None
     bound = bound_functions(cpp, kw.get("functions"))
-    sources = host_sources(cpp, bare[0], BARE_ENOUGH) if not isinstance(bound, str) else None
-    if sources is None or isinstance(bound, str):
+    if isinstance(bound, str):
+        return None
+    sources = host_sources(cpp, bare[0], BARE_ENOUGH)
+    if sources is None:
         return None
     return [*sources, shim(bound)], {**kw, "use_pch": False, "functions": None,
                                      "extra_ldflags": [*ldflags, bare[1]]}

@@ -66,9 +66,9 @@ def patch_load_inline(cache: str | None, split: bool = False, pch_lock: str | No
       autograd API: half the host parse), retried with the original header if that fails;
     - a split build's host file read after the smallest precompiled header that serves it
       (cuda/slim_header.py) when `slim_host` and the parent built them, whatever host flags the
-      candidate passes: torch/types.h alone with
-      the generic bindings linked in (cuda/host_bindings.py; when `bare_host` too), else
-      torch/types.h + torch/python.h, else torch's extension.h;
+      candidate passes: torch/types.h alone with the generic bindings linked in
+      (cuda/host_bindings.py; when `bare_host` too), else torch/types.h + torch/python.h, else
+      torch's extension.h;
     - a precompiled `torch/extension.h` for the C++ bindings file (`use_pch`), built by the parent
       while this worker started (`pch_lock`, see pch.py). A call without it leaves the shared header
       in place: stock `load_inline(use_pch=False)` deletes it, under the other workers' builds.

@@ -19,7 +19,8 @@ Three artifacts, each compiled once per host beside torch's headers:
 Each lives beside torch's own `extension.h` (readable wherever torch's headers are), its compiled
 form beside it as `<name>.gch` or `<name>.o`, and a stamp file records the text and the command
 they were built from: `ready()` gives an artifact only when the stamp matches what this process
-would build, so a changed compiler, flag or torch makes it stale rather than wrong. A precompiled
+would build, so a changed compiler, flag or torch makes it stale rather than wrong. A compile error
+is recorded the same way (`<name>.failed`), so the artifact is not tried again until that changes. A precompiled
 header g++ finds invalid is skipped by g++ and the header read as text: slower, never wrong.
 
 `host_sources` rewrites a split build's host sources to read a header first and drops their own
@@ -104,6 +105,15 @@ class HostArtifact:
             return None
         return str(src) if current else None
 
+    def failed(self) -> bool:
+        """Whether g++ already rejected this very text and command on this host: a compile error is
+        as certain the next time, so no header thread pays for it again (a timeout is not kept)."""
+        src = self.path()
+        try:
+            return src is not None and Path(f"{src}.failed").read_text(encoding="utf-8").strip() == self._stamp()
+        except OSError:
+            return False
+
     def build(self, timeout_s: float) -> bool:
         """Write and compile the source (or find it up to date); False if that failed. The compiled
         form is written under a temporary name and moved into place, then the stamp written: a
@@ -113,6 +123,8 @@ class HostArtifact:
             return False
         if self.ready() is not None:
             return True
+        if self.failed():
+            return False
         tmp = Path(f"{src}{self.suffix}.{os.getpid()}.tmp")
         try:
             if not src.is_file() or src.read_text(encoding="utf-8") != self.text:
@@ -120,6 +132,7 @@ class HostArtifact:
                 os.chmod(src, 0o644)  # the candidate's compiler runs as another user (verifier/sandbox.py)
             done = subprocess.run(self.command(str(tmp)), capture_output=True, timeout=timeout_s, check=False)
             if done.returncode != 0:
+                atomic.write_text(Path(f"{src}.failed"), self._stamp() + "\n")
                 return False
             os.chmod(tmp, 0o644)
             os.replace(tmp, f"{src}{self.suffix}")
@@ -176,9 +189,9 @@ def host_sources(cpp: list[str], header: str, enough: frozenset[str] = SLIM_ENOU
 
 def build_in_subprocess(timeout_s: float) -> bool:
     """`build_all` in a fresh Python (the parent that calls it need not import torch); nothing is
-    started when every artifact is up to date."""
-    if all(a.ready() is not None for a in ALL):
-        return True
+    started when every artifact is up to date or known to fail here; True when all are ready."""
+    if all(a.ready() is not None or a.failed() for a in ALL):
+        return all(a.ready() is not None for a in ALL)
     try:
         done = subprocess.run([sys.executable, "-m", "kernelwright.cuda.slim_header", str(timeout_s)],
                               capture_output=True, timeout=timeout_s + 30, check=False)

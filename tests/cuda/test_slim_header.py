@@ -148,6 +148,37 @@ def test_a_failed_build_leaves_nothing_ready(tmp_path: Path) -> None:
     assert not Path(f"{header}.gch").exists() and not list(header.parent.glob("*.tmp"))
 
 
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+def test_a_compile_error_is_not_paid_for_again_until_the_text_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    art = _artifact(tmp_path, "#pragma once\n#include <no_such_header_kw.h>\n")
+    assert not art.build(120) and art.failed()
+    calls: list[Any] = []
+    real_run = slim_header.subprocess.run
+    monkeypatch.setattr(slim_header.subprocess, "run", lambda *a, **k: calls.append(a) or real_run(*a, **k))
+    assert not art.build(120) and not calls  # the same text and command: g++ is not started again
+    fixed = dataclasses.replace(art, text="#pragma once\n#include <cstddef>\n")
+    assert not fixed.failed()
+    assert fixed.build(120) and len(calls) == 1 and fixed.ready() is not None
+
+
+def test_a_timeout_is_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        raise subprocess.TimeoutExpired("c++", 1)
+
+    monkeypatch.setattr(slim_header.subprocess, "run", slow)
+    art = _artifact(tmp_path, "#pragma once\n")
+    assert not art.build(1) and not art.failed()  # a busy host, not a fact about the text
+
+
+def test_known_failures_start_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every verify_many call asks for the headers; one g++ rejects is not built by each of them."""
+    monkeypatch.setattr(slim_header.HostArtifact, "ready", lambda self: None if self is slim_header.SLIM else HEADER)
+    monkeypatch.setattr(slim_header.HostArtifact, "failed", lambda self: self is slim_header.SLIM)
+    monkeypatch.setattr(slim_header.subprocess, "run", lambda *a, **k: pytest.fail("started a process"))
+    assert not slim_header.build_in_subprocess(60)
+
+
 def test_std_flag_follows_torch_signature_else_torch_source(tmp_path: Path) -> None:
     include_torch = tmp_path / "include" / "torch"
     include_torch.mkdir(parents=True)

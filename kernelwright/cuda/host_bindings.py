@@ -23,11 +23,11 @@ into it. Here the bindings live elsewhere:
 `bound_functions` reads the signatures from the host sources' declarations (tree-sitter) and
 answers why not when any of `functions` is outside what the object converts: a parameter other than
 a tensor (`torch::Tensor`/`at::Tensor` by value or reference), `int`, `int64_t`/`long`/`long long`,
-`float`, `double`, `bool`, `std::vector<int64_t>`, `std::vector<double>` or an optional tensor
-(`c10::optional`/`std::optional`; these by value or const reference); a result other than a tensor,
-a scalar of those, `void`, `std::vector` of tensors or `std::tuple` of tensors; an overload; a
-function declared nowhere at top level; a file that names pybind11 itself. The split build then
-reads the slim header as before.
+`float`, `double`, `bool`, a `std::vector` of tensors, `int64_t`, `int` or `double`, or an optional
+(`c10::optional`/`std::optional`) tensor, `int64_t` or `double` (these by value or const reference);
+a result other than a tensor, a scalar of those, `void`, `std::vector` of tensors or `std::tuple` of
+tensors; an overload; a function declared nowhere at top level; a file that names pybind11 itself.
+The split build then reads the slim header as before.
 """
 
 from __future__ import annotations
@@ -47,12 +47,17 @@ _TENSOR = {"torch::Tensor", "at::Tensor", "Tensor"}
 _SCALARS = {"int": "i", "int32_t": "i", "std::int32_t": "i", "int64_t": "l", "std::int64_t": "l", "long": "l",
             "longint": "l", "longlong": "l", "float": "f", "double": "d", "bool": "b"}
 # parameters passed by value or const reference, besides the scalars: int and float lists, an optional tensor
+_OPTIONAL = ("c10::optional", "std::optional")
 _VALUES = _SCALARS | {f"std::vector<{t}>": "L" for t in ("int64_t", "std::int64_t", "long")} | {
-    "std::vector<double>": "D"} | {f"{o}<{t}>": "O" for o in ("c10::optional", "std::optional") for t in _TENSOR}
+    "std::vector<double>": "D", "std::vector<int>": "I"} | {f"std::vector<{t}>": "V" for t in _TENSOR} | {
+    f"{o}<{t}>": "O" for o in _OPTIONAL for t in _TENSOR} | {
+    f"{o}<{t}>": "q" for o in _OPTIONAL for t in ("int64_t", "std::int64_t", "long")} | {
+    f"{o}<double>": "p" for o in _OPTIONAL}
 # the C++ type of each code's slot in GENERIC's `Slot` (what a stub casts `void*` to)
 SLOT_TYPE = {"T": "at::Tensor", "i": "int", "l": "int64_t", "f": "float", "d": "double", "b": "bool",
              "V": "std::vector<at::Tensor>", "U": "std::vector<at::Tensor>", "L": "std::vector<int64_t>",
-             "D": "std::vector<double>", "O": "std::optional<at::Tensor>"}
+             "D": "std::vector<double>", "I": "std::vector<int>", "O": "std::optional<at::Tensor>",
+             "q": "std::optional<int64_t>", "p": "std::optional<double>"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,7 +234,10 @@ struct Slot {
   bool b = false;
   std::vector<int64_t> vl;
   std::vector<double> vd;
+  std::vector<int> vi;
   std::optional<at::Tensor> ot;
+  std::optional<int64_t> ol;
+  std::optional<double> od;
 };
 
 template <typename T>
@@ -251,7 +259,10 @@ void* slot(char code, Slot& s) {
     case 'b': return &s.b;
     case 'L': return &s.vl;
     case 'D': return &s.vd;
+    case 'I': return &s.vi;
     case 'O': return &s.ot;
+    case 'q': return &s.ol;
+    case 'p': return &s.od;
     default: return nullptr;
   }
 }
@@ -266,7 +277,11 @@ bool load_slot(char code, py::handle h, Slot& s) {
     case 'b': return load(h, s.b);
     case 'L': return load(h, s.vl);
     case 'D': return load(h, s.vd);
+    case 'V': return load(h, s.v);
+    case 'I': return load(h, s.vi);
     case 'O': return load(h, s.ot);
+    case 'q': return load(h, s.ol);
+    case 'p': return load(h, s.od);
     default: return false;
   }
 }
@@ -281,7 +296,10 @@ const char* type_name(char code) {
     case 'U': return "tuple";
     case 'L': return "list[int]";
     case 'D': return "list[float]";
+    case 'I': return "list[int]";
     case 'O': return "torch.Tensor | None";
+    case 'q': return "int | None";
+    case 'p': return "float | None";
     default: return "None";
   }
 }

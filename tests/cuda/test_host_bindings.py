@@ -25,14 +25,17 @@ from kernelwright.cuda.host_bindings import Bound, bound_functions, shim
     ("const torch::Tensor f(torch::Tensor /*x*/);", "T", "T"),
     ("torch::Tensor f(c10::optional<torch::Tensor> b, const std::optional<at::Tensor>& c, std::vector<int64_t> s,"
      " const std::vector<double>& w, std::vector<long> k);", "T", "OOLDL"),
+    ("torch::Tensor f(const std::vector<torch::Tensor>& xs, std::vector<at::Tensor> ys, std::vector<int> k,"
+     " c10::optional<int64_t> n, const std::optional<double>& e, std::optional<long> m);", "T", "VVIqpq"),
 ])
 def test_signatures_the_generic_bindings_convert(decl: str, result: str, params: str) -> None:
     assert bound_functions([decl], ["f"]) == [Bound("f", "f", result, params)]
 
 
 @pytest.mark.parametrize("decl", [
-    "torch::Tensor f(c10::optional<int64_t> x);",  # a type it does not convert
-    "torch::Tensor f(std::vector<torch::Tensor> xs);",
+    "torch::Tensor f(c10::optional<float> x);",  # a type it does not convert
+    "torch::Tensor f(std::vector<torch::Tensor>& xs);",  # a list by non-const reference
+    "torch::Tensor f(std::vector<float> xs);",
     "torch::Tensor f(std::vector<long long> xs);",
     "torch::Tensor f(std::vector<int64_t>& xs);",  # a list by non-const reference
     "torch::Tensor f(float* p);",  # a pointer
@@ -87,9 +90,16 @@ torch::Tensor shaped(torch::Tensor x, c10::optional<torch::Tensor> b, std::vecto
     auto y = x.reshape(shape) * (ws.empty() ? 1.0 : ws[0]);
     return b.has_value() ? y + b->reshape(shape) : y;
 }
+torch::Tensor joined(const std::vector<torch::Tensor>& xs, std::vector<int> dims, c10::optional<int64_t> n,
+                     std::optional<double> scale) {
+    TORCH_CHECK(!xs.empty(), "no tensors");
+    auto y = torch::cat(xs, dims.empty() ? 0 : dims[0]);
+    if (n.has_value()) y = y.slice(0, 0, *n);
+    return scale.has_value() ? y * *scale : y;
+}
 """
 FUNCTIONS = {"scale": "scale x by s", "split2": "split2", "many": "many", "fill": "fill", "count": "count",
-             "check": "check", "half": "half", "shaped": "shaped"}
+             "check": "check", "half": "half", "shaped": "shaped", "joined": "joined"}
 
 
 def _calls() -> list[tuple[str, tuple[Any, ...]]]:
@@ -103,7 +113,10 @@ def _calls() -> list[tuple[str, tuple[Any, ...]]]:
             ("check", (x[:2],)), ("check", (x,)), ("half", (3,)), ("half", (x,)),
             ("shaped", (x, None, [2, 3], [2.0])), ("shaped", (x, x, (3, 2), [])), ("shaped", (x, None, [6], [1])),
             ("shaped", (x, None, [2.5, 3], [1.0])), ("shaped", (x, "b", [6], [1.0])), ("shaped", (x, None, 6, [1.0])),
-            ("shaped", (x, None, [7], [1.0])), ("shaped", (x, None, [6], ["a"]))]
+            ("shaped", (x, None, [7], [1.0])), ("shaped", (x, None, [6], ["a"])),
+            ("joined", ([x, x], [0], None, None)), ("joined", ((x, x[:2]), [], 3, 0.5)), ("joined", ([], [0], 1, 2)),
+            ("joined", ([x, "a"], [0], None, None)), ("joined", ([x], [0], 2.5, None)), ("joined", ([x], [0], None, 2)),
+            ("joined", (x, [0], None, None)), ("joined", ([x, x.view(2, 3)], [0], None, None))]
 
 
 def _outcome(fn: Any, args: tuple[Any, ...]) -> tuple[str, str]:
@@ -126,7 +139,7 @@ def _outcome(fn: Any, args: tuple[Any, ...]) -> tuple[str, str]:
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
 def test_generic_bindings_behave_as_torchs_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same host code bound by torch's `load_inline(functions=...)` and by the generic bindings
-    (bare header, the object linked in): every call, good or bad, has the same outcome (27 calls)."""
+    (bare header, the object linked in): every call, good or bad, has the same outcome (35 calls)."""
     import torch.utils.cpp_extension as ext
 
     monkeypatch.setattr(ext, "remove_extension_h_precompiler_headers", lambda: None)  # other tests' headers

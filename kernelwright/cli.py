@@ -41,10 +41,14 @@ def _pipeline(argv: Sequence[str]) -> int:
     from kernelwright.evaluation.report import results_table
     from kernelwright.pipeline import run_pipeline
 
-    stages = iter(range(1, 4))
-    result = run_pipeline(cfg, lambda name: console.rule(f"[bold]{next(stages)}/3 {name}"))
+    names = cfg.stages()
+    result = run_pipeline(cfg, lambda name: console.rule(f"[bold]{names.index(name) + 1}/{len(names)} {name}"))
     ev = result.evaluation
     console.print(results_table(ev.figures, ev.gpu_verified, ev.gpu_reason))
+    if result.compositions is not None:
+        comp = result.compositions
+        console.print("held-out compositions:")
+        console.print(results_table(comp.figures, comp.gpu_verified, comp.gpu_reason))
     console.print(f"[bold green]pipeline done[/] in {result.wall_s:.0f} s: run {result.run_id}, "
                   f"{result.registered_model} version {result.version} (alias candidate)")
     console.print(closing_line(ev))

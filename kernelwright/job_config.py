@@ -51,7 +51,31 @@ class JobConfig:
 
 @dataclass
 class PipelineConfig(JobConfig):
-    """Config of `kernelwright pipeline`: the knobs worth turning for a whole run (`JobConfig`'s)."""
+    """Config of `kernelwright pipeline`: the knobs worth turning for a whole run (`JobConfig`'s), and
+    synthesized training data beside them."""
+
+    synth_tasks: int = field(default=0, metadata={
+        "help": "Procedural tasks to synthesize first (`kernelwright synthesize`: verified where there is a GPU, "
+                "else written unverified and said so) and train on instead of the seed training split; their "
+                "held-out compositions are evaluated too (`evaluate_compositions`). 0: none, the seed corpus. "
+                "The measured CPU recipe: --synth_tasks 2000 --synth_families elementwise --max_steps 2000 "
+                "--max_length 3072 --max_new_tokens 2600 (docs/results)."})
+    synth_families: list[str] = field(default_factory=list, metadata={
+        "help": "Task families to synthesize (elementwise, reduction, softmax, rownorm, gather, matmul_epilogue); "
+                "repeatable. Empty: all of them.", "action": "extend"})
+    synth_eval_problems: int = field(default=12, metadata={
+        "help": "Held-out compositions evaluated, taken in turn from each family; 0: all of them."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.synth_tasks < 0 or self.synth_eval_problems < 0:
+            raise ValueError("need synth_tasks >= 0 and synth_eval_problems >= 0")
+
+    def stages(self) -> list[str]:
+        """The child runs this job makes, in order."""
+        synth = self.synth_tasks > 0
+        return [*(["synthesize"] if synth else []), "curate", "train", "evaluate",
+                *(["evaluate_compositions"] if synth else [])]
 
 
 def curate_config(job: JobConfig, workdir: Path, **extra: Any) -> CurateConfig:

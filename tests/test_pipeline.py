@@ -93,3 +93,52 @@ def test_the_base_figure_comes_from_its_pretraining_record(tmp_path: Path) -> No
     for broken in ("{not json", json.dumps({"heldout": 1.4}), json.dumps({"heldout": {"bits_per_char": "low"}})):
         (base / META_FILE).write_text(broken)
         assert base_heldout_figure(base) is None
+
+
+@pytest.mark.slow
+def test_pipeline_on_synthesized_pairs(tmp_path: Path, tiny_model_dir: Path, monkeypatch, capsys) -> None:
+    """`--synth-tasks`: a synthesize run first, training on its pairs (unverified without a GPU), and the
+    held-out compositions evaluated in their own run beside the seed evaluation."""
+    from kernelwright.cli import main
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    workdir = tmp_path / "kw"
+    argv = ["pipeline", "--workdir", str(workdir), "--base-model", str(tiny_model_dir), "--max-steps", "2",
+            "--max-new-tokens", "8", "--max-length", "4096", "--synth-tasks", "200", "--synth-families",
+            "elementwise", "rownorm", "--synth-eval-problems", "3"]
+    assert main(argv) == 0
+    out = capsys.readouterr().err
+    assert "1/5 synthesize" in out and "5/5 evaluate_compositions" in out and "held-out compositions" in out
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    assert exp is not None
+    runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
+    assert {"pipeline", "synthesize", "curate", "train", "evaluate", "evaluate_compositions"} <= runs.keys()
+    assert runs["evaluate_compositions"].data.metrics["evaluate.samples"] == 3
+    assert runs["curate"].data.params["curate.input"].endswith("synthesize/train']")
+    evaluated = sorted(p.name for p in (workdir / "synthesize-eval").glob("*.py"))
+    assert len(evaluated) == 3 and {n.split("_")[0] for n in evaluated} == {"elementwise", "rownorm"}
+
+
+def test_heldout_slice_takes_each_family_in_turn(tmp_path: Path) -> None:
+    from kernelwright.errors import UsageError
+    from kernelwright.pipeline import heldout_slice
+
+    heldout = tmp_path / "heldout"
+    for family, ids in (("gather", [3, 9]), ("elementwise", [1, 2, 5]), ("softmax", [])):
+        (heldout / family).mkdir(parents=True)
+        for i in ids:
+            (heldout / family / f"{family}_{i:05d}.py").write_text("")
+    out = heldout_slice(heldout, tmp_path / "eval", 4)
+    assert sorted(p.name for p in out.iterdir()) == ["elementwise_00001.py", "elementwise_00002.py",
+                                                      "gather_00003.py", "gather_00009.py"]
+    assert len(list(heldout_slice(heldout, tmp_path / "eval", 0).iterdir())) == 5  # all; written afresh
+    with pytest.raises(UsageError, match="no held-out compositions"):
+        heldout_slice(tmp_path / "missing", tmp_path / "eval", 4)
+
+
+def test_pipeline_config_refuses_negative_synthesis() -> None:
+    with pytest.raises(ValueError, match="synth_tasks"):
+        PipelineConfig(synth_tasks=-1)
+    assert PipelineConfig().stages() == ["curate", "train", "evaluate"]
+    assert PipelineConfig(synth_tasks=5).stages()[0] == "synthesize"

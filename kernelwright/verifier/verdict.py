@@ -66,7 +66,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "17"  # 17: a split build's host file whose functions the generic bindings convert
+JUDGE_VERSION = "18"  # 18: the generic bindings also convert tensor lists, int lists and optional
+# int64_t/double parameters (more candidates build `split_bare`);
+# 17: a split build's host file whose functions the generic bindings convert
 # is built after a precompiled torch/types.h alone, its bindings linked in from an object built once
 # (cuda/host_bindings.py; verdict build `split_bare`): no pybind11 in the candidate's file;
 # 16: the timed outputs are checked after the timing lock, not under it (their

@@ -57,7 +57,8 @@ class PipelineConfig(JobConfig):
     synth_tasks: int = field(default=0, metadata={
         "help": "Procedural tasks to synthesize first (`kernelwright synthesize`: verified where there is a GPU, "
                 "else written unverified and said so) and train on instead of the seed training split; their "
-                "held-out compositions are evaluated too (`evaluate_compositions`). 0: none, the seed corpus. "
+                "held-out compositions are evaluated too (`evaluate_compositions`); pairs longer than "
+                "--max-length are dropped, not cut. 0: none, the seed corpus. "
                 "The measured CPU recipe: --synth_tasks 2000 --synth_families elementwise --max_steps 2000 "
                 "--max_length 3072 --max_new_tokens 2600 (docs/results)."})
     synth_families: list[str] = field(default_factory=list, metadata={

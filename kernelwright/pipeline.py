@@ -74,7 +74,8 @@ def _run(cfg: PipelineConfig, store: Store, on_stage: Callable[[str], None]) -> 
             on_stage("synthesize")
             with stage_run("synthesize"):
                 synthesized = synthesize(cfg, workdir)
-            curate_extra = {"input": [str(synthesized[0])], "allow_unverified": True}
+            # longer pairs are dropped rather than cut by training: a cut solution never ends
+            curate_extra = {"input": [str(synthesized[0])], "allow_unverified": True, "max_length": cfg.max_length}
         on_stage("curate")
         with stage_run("curate"):
             data_dir = run_curate(curate_config(cfg, workdir, **curate_extra))

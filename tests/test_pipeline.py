@@ -116,6 +116,7 @@ def test_pipeline_on_synthesized_pairs(tmp_path: Path, tiny_model_dir: Path, mon
     assert {"pipeline", "synthesize", "curate", "train", "evaluate", "evaluate_compositions"} <= runs.keys()
     assert runs["evaluate_compositions"].data.metrics["evaluate.samples"] == 3
     assert runs["curate"].data.params["curate.input"].endswith("synthesize/train']")
+    assert runs["curate"].data.params["curate.max_length"] == "4096"  # the job's: longer pairs dropped, not cut
     evaluated = sorted(p.name for p in (workdir / "synthesize-eval").glob("*.py"))
     assert len(evaluated) == 3 and {n.split("_")[0] for n in evaluated} == {"elementwise", "rownorm"}
 

@@ -2,22 +2,29 @@
 
 The output folder (one per weighting under an ablation) holds the checkpoints and `RUN_ID_FILE`,
 the id of the MLflow run logging to it; `RunIdInCheckpoints` writes that id into every checkpoint
-too. A rerun resumes from `last_complete_checkpoint` into `resumable_run_id`'s run.
+too. A rerun resumes from `last_complete_checkpoint` into `resumable_run_id`'s run, and only a rerun of
+the same training: `SETTINGS_FILE` records the settings and the curated data's digest the run was
+begun with, and `changed_since_begun` names what differs (a pipeline run again in its work folder
+after curation changed would otherwise resume the old run's last checkpoint and register it as new).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from dataclasses import replace
 from pathlib import Path
 
 import mlflow
 
+from kernelwright import atomic
 from kernelwright.checkpoints import RUN_ID_FILE, last_complete_checkpoint, store_has_run
 from kernelwright.training.config import TrainConfig
 from kernelwright.workdir import resolve_workdir
 
 log = logging.getLogger(__name__)
+SETTINGS_FILE = "kw_begun_with.json"  # beside RUN_ID_FILE: {setting: value} of the run the checkpoints belong to
 
 
 def output_dir_of(cfg: TrainConfig) -> Path:
@@ -62,3 +69,31 @@ def changed_settings(run_id: str, params: dict[str, str]) -> list[str]:
     run's params fixed: a resumed run must be trained as it was begun)."""
     logged = mlflow.MlflowClient().get_run(run_id).data.params
     return [f"{k}: {logged[k]} -> {v}" for k, v in params.items() if k in logged and logged[k] != v]
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def changed_since_begun(output_dir: Path, settings: dict[str, str]) -> list[str]:
+    """`key: then -> now` for each setting (the data's digest among them) that the run whose complete
+    checkpoints are in `output_dir` was begun with another value of; [] with no checkpoint, or
+    checkpoints of a run that recorded nothing (an older kernelwright)."""
+    if last_complete_checkpoint(output_dir) is None:
+        return []
+    try:
+        then = json.loads((output_dir / SETTINGS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(then, dict):
+        return []
+    return [f"{k}: {then.get(k)} -> {settings.get(k)}" for k in sorted(then.keys() | settings.keys())
+            if then.get(k) != settings.get(k)]
+
+
+def record_begun_with(output_dir: Path, settings: dict[str, str]) -> None:
+    atomic.write_json(output_dir / SETTINGS_FILE, settings)

@@ -40,8 +40,11 @@ from kernelwright.training.resume import (
     RUN_ID_FILE,
     ablation_configs,
     changed_settings,
+    changed_since_begun,
+    file_sha256,
     last_complete_checkpoint,
     output_dir_of,
+    record_begun_with,
     resumable_run_id,
 )
 from kernelwright.training.sft import build_trainer
@@ -82,13 +85,17 @@ def run_train(cfg: TrainConfig) -> TrainResult:
     params = {**config_to_params(cfg, "kw."), **{f"cuset.{k}": str(v) for k, v in cuset.items()},
               "kw.base_model_path": str(base)}
     changed = changed_settings(run.info.run_id, params) if run is not None else []
-    if changed:  # before any model loads: a run resumes with the settings it was begun with
-        raise UsageError(f"{output_dir} holds a run begun with other settings ({'; '.join(changed[:4])}): run "
-                         "the same settings to resume it, or pass --output-dir for a new one")
+    begun_with = {**params, "kw.data_sha256": file_sha256(data_dir / "data.parquet")}
+    changed += changed_since_begun(output_dir, begun_with)
+    if changed:  # before any model loads: a run resumes with the settings and data it was begun with
+        raise UsageError(f"{output_dir} holds a run begun with other settings or data ({'; '.join(changed[:4])}): "
+                         "run the same to resume it, or pass --output-dir (or another --workdir) for a new one")
     tokenizer = load_tokenizer(base)
     model = load_base_model(base, dtype=DTYPES.get(cfg.model_dtype), device=device())  # auto: its default
     output_dir.mkdir(parents=True, exist_ok=True)
     last = last_complete_checkpoint(output_dir)
+    if is_main_process():
+        record_begun_with(output_dir, begun_with)
     if run is not None:
         atomic.write_text(output_dir / RUN_ID_FILE, run.info.run_id)
         mlflow.log_params(params)

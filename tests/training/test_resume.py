@@ -57,3 +57,36 @@ def test_partial_checkpoints_are_skipped(tmp_path: Path) -> None:
             (d / "trainer_state.json").write_text("{}")
     assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-8")
     assert last_complete_checkpoint(tmp_path / "missing") is None
+
+
+def test_changed_since_begun_names_what_differs(tmp_path: Path) -> None:
+    from kernelwright.training.resume import SETTINGS_FILE, changed_since_begun, record_begun_with
+
+    begun = {"kw.max_steps": "40", "kw.data_sha256": "aa"}
+    record_begun_with(tmp_path, begun)
+    assert changed_since_begun(tmp_path, {"kw.max_steps": "80", "kw.data_sha256": "bb"}) == []  # no checkpoint yet
+    (tmp_path / "checkpoint-4").mkdir()
+    (tmp_path / "checkpoint-4" / "trainer_state.json").write_text("{}")
+    assert changed_since_begun(tmp_path, dict(begun)) == []
+    assert changed_since_begun(tmp_path, {"kw.max_steps": "40", "kw.data_sha256": "bb"}) == ["kw.data_sha256: aa -> bb"]
+    assert changed_since_begun(tmp_path, {"kw.max_steps": "40"}) == ["kw.data_sha256: aa -> None"]
+    (tmp_path / SETTINGS_FILE).write_text("[1, 2")  # a checkpoint of a run that recorded nothing readable
+    assert changed_since_begun(tmp_path, {"kw.max_steps": "80"}) == []
+
+
+@pytest.mark.slow
+def test_a_rerun_on_other_data_does_not_resume_the_old_run(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """The pipeline trains into <workdir>/train every time: when curation wrote other data since, a
+    rerun must not resume (and register) the old run's last checkpoint as if it were trained on it."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    common = ["--workdir", str(tmp_path), "--base-model", str(tiny_model_dir)]
+    subprocess.run(_cli("curate", *common), check=True, env=env, capture_output=True)
+    train = _cli("train", *common, "--max-steps", "2", "--save-steps", "1", "--per-device-train-batch-size", "1",
+                 "--max-length", "1024", "--no-register")
+    subprocess.run(train, check=True, env=env, capture_output=True)
+    again = subprocess.run(train, env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr  # the same data and settings: resumes (nothing left to do)
+    subprocess.run(_cli("curate", *common, "--max-length", "1500"), check=True, env=env, capture_output=True)
+    changed = subprocess.run(train, env=env, capture_output=True, text=True)
+    assert changed.returncode == 2
+    assert "kw.data_sha256" in changed.stderr and "other settings or data" in changed.stderr

@@ -2,10 +2,12 @@
 
 The output folder (one per weighting under an ablation) holds the checkpoints and `RUN_ID_FILE`,
 the id of the MLflow run logging to it; `RunIdInCheckpoints` writes that id into every checkpoint
-too. A rerun resumes from `last_complete_checkpoint` into `resumable_run_id`'s run, and only a rerun of
-the same training: `SETTINGS_FILE` records the settings and the curated data's digest the run was
-begun with, and `changed_since_begun` names what differs (a pipeline run again in its work folder
-after curation changed would otherwise resume the old run's last checkpoint and register it as new).
+too. A rerun resumes from `last_complete_checkpoint` into `resumable_run_id`'s run, and only on the same
+data: `SETTINGS_FILE` records the curated data's digest the run was begun with, and
+`changed_since_begun` names a difference (a pipeline run again in its work folder after curation
+changed would otherwise resume the old run's last checkpoint and register it as new). Settings are
+checked against the MLflow run's params (`changed_settings`); a checkpoint resumed into a new run
+may go on with more steps.
 """
 
 from __future__ import annotations

@@ -85,11 +85,12 @@ def run_train(cfg: TrainConfig) -> TrainResult:
     params = {**config_to_params(cfg, "kw."), **{f"cuset.{k}": str(v) for k, v in cuset.items()},
               "kw.base_model_path": str(base)}
     changed = changed_settings(run.info.run_id, params) if run is not None else []
-    begun_with = {**params, "kw.data_sha256": file_sha256(data_dir / "data.parquet")}
+    begun_with = {"kw.data_sha256": file_sha256(data_dir / "data.parquet")}  # the data, whatever run logs it
     changed += changed_since_begun(output_dir, begun_with)
     if changed:  # before any model loads: a run resumes with the settings and data it was begun with
-        raise UsageError(f"{output_dir} holds a run begun with other settings or data ({'; '.join(changed[:4])}): "
-                         "run the same to resume it, or pass --output-dir (or another --workdir) for a new one")
+        raise UsageError(f"{output_dir} holds a run begun with other settings ({'; '.join(changed[:4])}): run the "
+                         "same settings on the same data to resume it, or pass --output-dir (or another --workdir) "
+                         "for a new one")
     tokenizer = load_tokenizer(base)
     model = load_base_model(base, dtype=DTYPES.get(cfg.model_dtype), device=device())  # auto: its default
     output_dir.mkdir(parents=True, exist_ok=True)

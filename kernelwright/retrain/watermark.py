@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from kernelwright import atomic, jsontext
+from kernelwright.digest import file_sha256
 
 TAG = "kw.retrain."
-CHUNK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,7 @@ class FileDigests:
         st = path.stat()
         key = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
         if key not in self.cache:
-            h = hashlib.sha256()
-            with path.open("rb") as f:
-                while chunk := f.read(CHUNK_BYTES):
-                    h.update(chunk)
-            self.cache[key] = h.hexdigest()
+            self.cache[key] = file_sha256(path)
             self.changed = True
         return self.cache[key]
 

@@ -12,7 +12,6 @@ may go on with more steps.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from dataclasses import replace
@@ -71,14 +70,6 @@ def changed_settings(run_id: str, params: dict[str, str]) -> list[str]:
     run's params fixed: a resumed run must be trained as it was begun)."""
     logged = mlflow.MlflowClient().get_run(run_id).data.params
     return [f"{k}: {logged[k]} -> {v}" for k, v in params.items() if k in logged and logged[k] != v]
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def changed_since_begun(output_dir: Path, settings: dict[str, str]) -> list[str]:

@@ -28,6 +28,7 @@ from mlflow.tracking import MlflowClient
 from kernelwright import atomic
 from kernelwright.base_model.choose import resolve_base_model
 from kernelwright.config import config_to_params
+from kernelwright.digest import file_sha256
 from kernelwright.errors import UsageError
 from kernelwright.models import load_base_model, load_tokenizer
 from kernelwright.store import Store
@@ -41,7 +42,6 @@ from kernelwright.training.resume import (
     ablation_configs,
     changed_settings,
     changed_since_begun,
-    file_sha256,
     last_complete_checkpoint,
     output_dir_of,
     record_begun_with,

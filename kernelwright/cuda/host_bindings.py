@@ -46,7 +46,8 @@ _NAME = re.compile(r"[A-Za-z_]\w*\Z")
 _TENSOR = {"torch::Tensor", "at::Tensor", "Tensor"}
 _SCALARS = {"int": "i", "int32_t": "i", "std::int32_t": "i", "int64_t": "l", "std::int64_t": "l", "long": "l",
             "longint": "l", "longlong": "l", "float": "f", "double": "d", "bool": "b"}
-# parameters passed by value or const reference, besides the scalars: int and float lists, an optional tensor
+# parameters passed by value or const reference, besides the scalars: lists of tensors, int64_t, int or
+# double; an optional tensor, int64_t or double
 _OPTIONAL = ("c10::optional", "std::optional")
 _VALUES = _SCALARS | {f"std::vector<{t}>": "L" for t in ("int64_t", "std::int64_t", "long")} | {
     "std::vector<double>": "D", "std::vector<int>": "I"} | {f"std::vector<{t}>": "V" for t in _TENSOR} | {
@@ -67,7 +68,8 @@ class Bound:
     name: str
     doc: str
     result: str  # one code: T i l f d b (as the parameters), v void, V vector of tensors, U tuple of tensors
-    params: str  # one code per parameter: T i l f d b, L list of int64_t, D list of double, O optional tensor
+    params: str  # one code per parameter: T i l f d b; lists: V tensors, L int64_t, I int, D double;
+    # optionals: O tensor, q int64_t, p double
 
 
 def requested(functions: object) -> list[tuple[str, str]] | None:

@@ -20,8 +20,9 @@ Each lives beside torch's own `extension.h` (readable wherever torch's headers a
 form beside it as `<name>.gch` or `<name>.o`, and a stamp file records the text and the command
 they were built from: `ready()` gives an artifact only when the stamp matches what this process
 would build, so a changed compiler, flag or torch makes it stale rather than wrong. A compile error
-is recorded the same way (`<name>.failed`), so the artifact is not tried again until that changes. A precompiled
-header g++ finds invalid is skipped by g++ and the header read as text: slower, never wrong.
+is recorded the same way (`<name>.failed`), so the artifact is not tried again until that changes.
+A precompiled header g++ finds invalid is skipped by g++ and the header read as text: slower,
+never wrong.
 
 `host_sources` rewrites a split build's host sources to read a header first and drops their own
 `#include <torch/extension.h>`; a file that includes a torch header the chosen one does not stand in
@@ -99,18 +100,18 @@ class HostArtifact:
         src = self.path()
         if src is None or not Path(f"{src}{self.suffix}").is_file():
             return None
-        try:
-            current = Path(f"{src}.stamp").read_text(encoding="utf-8").strip() == self._stamp()
-        except OSError:
-            return None
-        return str(src) if current else None
+        return str(src) if self._stamped(f"{src}.stamp") else None
 
     def failed(self) -> bool:
         """Whether g++ already rejected this very text and command on this host: a compile error is
         as certain the next time, so no header thread pays for it again (a timeout is not kept)."""
         src = self.path()
+        return src is not None and self._stamped(f"{src}.failed")
+
+    def _stamped(self, record: str) -> bool:
+        """Whether the file `record` holds the stamp of what this process would build."""
         try:
-            return src is not None and Path(f"{src}.failed").read_text(encoding="utf-8").strip() == self._stamp()
+            return Path(record).read_text(encoding="utf-8").strip() == self._stamp()
         except OSError:
             return False
 
@@ -190,8 +191,9 @@ def host_sources(cpp: list[str], header: str, enough: frozenset[str] = SLIM_ENOU
 def build_in_subprocess(timeout_s: float) -> bool:
     """`build_all` in a fresh Python (the parent that calls it need not import torch); nothing is
     started when every artifact is up to date or known to fail here; True when all are ready."""
-    if all(a.ready() is not None or a.failed() for a in ALL):
-        return all(a.ready() is not None for a in ALL)
+    ready = [a.ready() is not None for a in ALL]
+    if all(done or a.failed() for done, a in zip(ready, ALL, strict=True)):
+        return all(ready)
     try:
         done = subprocess.run([sys.executable, "-m", "kernelwright.cuda.slim_header", str(timeout_s)],
                               capture_output=True, timeout=timeout_s + 30, check=False)

@@ -40,6 +40,7 @@ SIZES = {
                    copy_share=0.1, copy_steps=800),
     "small": Preset(16384, 768, 2048, "ccaccaccacca", 12, 4, 2048, 0, 0.0, 16, 6e-4, 25.0, 0, 20_000_000),
 }
+MIN_VOCAB = 288  # the byte alphabet (256), the special tokens and a few merges
 LAYER_TYPES = {"c": "conv", "a": "full_attention"}
 
 
@@ -62,6 +63,10 @@ class PretrainConfig:
         "action": "extend"})
     corpus_chars: int = field(default=-1, metadata={"help": "Characters of pretraining text; 0: all; -1: the "
                                                             "size's (tiny 5M, before decontamination)."})
+    vocab_size: int = field(default=0, metadata={
+        "help": "Tokenizer vocabulary, in tokens (special tokens included); 0: the size's (tiny 416). A larger one "
+                "makes kernels fewer tokens long (synthesized elementwise solutions: median 1,618 at 416, 1,034 at "
+                "2,048) at the cost of embedding parameters."})
     seq_len: int = field(default=0, metadata={"help": "Tokens per full-length sequence; 0: the size's (tiny 2048)."})
     batch_size: int = field(default=0, metadata={"help": "Short sequences per step (full-length ones: as many as "
                                                          "hold the same tokens); 0: the size's (tiny 8)."})
@@ -84,10 +89,14 @@ class PretrainConfig:
     def __post_init__(self) -> None:
         if self.size not in SIZES:
             raise ValueError(f"size must be one of {', '.join(SIZES)}, not {self.size!r}")
-        values = (self.minutes, self.max_steps, self.seq_len, self.batch_size, self.learning_rate, self.threads)
+        values = (self.minutes, self.max_steps, self.seq_len, self.batch_size, self.learning_rate, self.threads,
+                  self.vocab_size)
         if not all(v >= 0 and v != float("inf") for v in values):  # NaN fails `>= 0`
-            raise ValueError("minutes, max_steps, seq_len, batch_size, learning_rate and threads must be finite, "
-                             ">= 0")
+            raise ValueError("minutes, max_steps, vocab_size, seq_len, batch_size, learning_rate and threads must be "
+                             "finite, >= 0")
+        if 0 < self.vocab_size < MIN_VOCAB:
+            raise ValueError(f"vocab_size must be 0 (the size's) or at least {MIN_VOCAB}: the 256 byte tokens and "
+                             "the special tokens, with room for merges")
         if self.seq_len == 1:
             raise ValueError("seq_len must be 0 (the size's) or at least 2: one token has no next token to learn")
         if self.seq_len and SIZES[self.size].short_seq_len and self.seq_len % SIZES[self.size].short_seq_len:
@@ -98,7 +107,8 @@ class PretrainConfig:
     def preset(self) -> Preset:
         """The size's preset with this config's overrides."""
         p = SIZES[self.size]
-        return replace(p, seq_len=self.seq_len or p.seq_len, batch_size=self.batch_size or p.batch_size,
+        return replace(p, vocab_size=self.vocab_size or p.vocab_size, seq_len=self.seq_len or p.seq_len,
+                       batch_size=self.batch_size or p.batch_size,
                        learning_rate=self.learning_rate or p.learning_rate, minutes=self.minutes or p.minutes,
                        corpus_chars=p.corpus_chars if self.corpus_chars < 0 else self.corpus_chars)
 

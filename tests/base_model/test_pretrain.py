@@ -65,6 +65,18 @@ def test_reused_when_digest_and_config_match_else_built_again(code_dir: Path, tm
     assert not rebuilt.reused and rebuilt.corpus_digest != first.corpus_digest
 
 
+def test_a_vocabulary_override_sizes_tokenizer_and_model_and_is_not_reused_for_another(
+        code_dir: Path, tmp_path: Path) -> None:
+    first = run_pretrain(_cfg(code_dir, tmp_path / "base"))
+    wider = run_pretrain(_cfg(code_dir, tmp_path / "wider", vocab_size=640))
+    assert wider.key != first.key
+    assert load_base_model(wider.path, device="cpu").get_input_embeddings().num_embeddings == 640
+    assert len(load_tokenizer(first.path)) <= 512 < len(load_tokenizer(wider.path)) <= 640
+    text = (code_dir / "heapq.py").read_text()
+    assert len(load_tokenizer(wider.path)(text)["input_ids"]) < len(load_tokenizer(first.path)(text)["input_ids"])
+    assert not run_pretrain(_cfg(code_dir, tmp_path / "base", vocab_size=640)).reused  # another identity
+
+
 def test_an_interrupted_run_resumes_where_it_stopped(code_dir: Path, tmp_path: Path) -> None:
     whole = run_pretrain(_cfg(code_dir, tmp_path / "whole"))
 
@@ -127,6 +139,7 @@ def test_cli_logs_the_run_and_registers_the_base(code_dir: Path, tmp_path: Path,
 
 @pytest.mark.parametrize("argv", [["base-model"], ["base-model", "train"], ["base-model", "pretrain", "--size", "huge"],
                                   ["base-model", "pretrain", "--minutes", "-1"],
+                                  ["base-model", "pretrain", "--vocab-size", "100"],
                                   ["base-model", "pretrain", "--source", "/no/such/folder"],
                                   ["base-model", "pretrain", "--decontaminate-against", "/no/such/folder"]])
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], tmp_path: Path, capsys) -> None:

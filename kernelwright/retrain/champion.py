@@ -1,6 +1,9 @@
 """The retrain's gate: the candidate and, where needed, the champion evaluated in one scope, then the
 gate (evaluation/gate.py: `gate_version`) decides and moves the aliases, under the registry's gate lock,
 against the champion read there (an evaluation beside the retrain may have moved it meanwhile).
+The champion is evaluated before the lock is taken, so other gates of the same model (an evaluation, a
+second retrain's) wait for a decision, not for an evaluation; only a champion that moved in between is
+evaluated under the lock.
 
 The champion is evaluated again when it has no figures from the same judge version, suite, samples
 and GPU type. Without a GPU there is no fast_1: the decision is `not_gated` and no alias moves.
@@ -89,16 +92,23 @@ def run_gate(cfg: RetrainConfig, version: str, scope: GateScope, verifier: Verif
         if candidate is None:
             return _tagged(name, version, GateOutcome(NOT_GATED, NOT_GATED_REASON,
                                                       champion_before=alias_version(name, CHAMPION)))
+        before = alias_version(name, CHAMPION)  # evaluated (or its figures read) outside the lock
+        if before not in (None, version) and _figures(cfg, before, scope, verifier, "evaluate[champion]") is None:
+            return _tagged(name, version, _champion_unverified(candidate, before))
         with gate_lock(name):  # against the champion now: an evaluation beside this one may have moved it
             before = alias_version(name, CHAMPION)
             decision = gate_version(name, version, candidate, before,
                                     lambda v: _figures(cfg, v, scope, verifier, "evaluate[champion]"),
                                     f"{cfg.gate_view} view, margin {cfg.margin:g}", cfg.margin)
         if decision is None:
-            return _tagged(name, version, GateOutcome(NOT_GATED, f"champion v{before} could not be GPU-verified "
-                                                      "here", candidate, champion_before=before))
+            return _tagged(name, version, _champion_unverified(candidate, before))
         return _tagged(name, version, GateOutcome(PROMOTED if decision.promote else REJECTED, decision.reason,
                                                   candidate, decision.champion, before))
+
+
+def _champion_unverified(candidate: dict[str, float], champion: str | None) -> GateOutcome:
+    return GateOutcome(NOT_GATED, f"champion v{champion} could not be GPU-verified here", candidate,
+                       champion_before=champion)
 
 
 def _tagged(name: str, version: str, outcome: GateOutcome) -> GateOutcome:

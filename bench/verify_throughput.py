@@ -103,14 +103,14 @@ def header_files() -> list[Path]:
 
 def _warm_header() -> float:
     from kernelwright.cuda.pch import build_header
-    from kernelwright.cuda.slim_header import build_in_subprocess
+    from kernelwright.cuda.slim_header import build_in_subprocess, failures
 
     start = time.perf_counter()
     if not build_header(timeout_s=600.0):
         raise SystemExit("could not build torch's precompiled extension.h")
     if not build_in_subprocess(timeout_s=600.0):  # found up to date after its first build
-        print("a smaller host header or the generic bindings did not build: split builds read the next header",
-              flush=True)
+        print("a smaller host header or the generic bindings did not build: split builds read the next header; "
+              f"g++ said: {json.dumps(failures())}", flush=True)
     return time.perf_counter() - start
 
 

@@ -313,7 +313,7 @@ const char* type_name(char code) {
     msg += std::string(p == fn.sig + 2 ? "" : ", ") + "arg" + std::to_string(p - fn.sig - 2) + ": " + type_name(*p);
   }
   msg += std::string(") -> ") + type_name(fn.sig[0]) + "\n\nInvoked with: ";
-  msg += std::string(py::str(args));
+  msg += std::string(py::str(py::object(args)));  // py::str(args) is ambiguous in pybind11 3.0.1 (torch 2.11)
   throw py::type_error(msg);
 }
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import importlib.metadata
+import logging
 import os
 import subprocess
 import sys
@@ -31,8 +32,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from kernelwright.cuda.slim_header import build_in_subprocess
+from kernelwright.cuda.slim_header import build_in_subprocess, failures
 
+log = logging.getLogger(__name__)
 WAIT_S = 120.0  # a worker waits this long for the parent's build (it takes ~20-50 s), then goes without
 BUILD = ("import torch.utils.cpp_extension as ext; "
          "ext._check_and_build_extension_h_precompiler_headers([], [])")
@@ -63,8 +65,8 @@ def _build_under_lock(fh: IO[str], timeout_s: float, name: str) -> threading.Thr
             fh.flush()
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
-        if ok:
-            build_in_subprocess(timeout_s)
+        if ok and not build_in_subprocess(timeout_s) and (rejected := failures()):
+            log.warning("split builds' host files read a larger header: g++ rejected %s", rejected)
 
     thread = threading.Thread(target=build, name=name, daemon=True)
     thread.start()

@@ -105,13 +105,19 @@ class HostArtifact:
     def failed(self) -> bool:
         """Whether g++ already rejected this very text and command on this host: a compile error is
         as certain the next time, so no header thread pays for it again (a timeout is not kept)."""
+        return self.failure() is not None
+
+    def failure(self) -> str | None:
+        """g++'s first error lines when it rejected this very text and command on this host, else None."""
         src = self.path()
-        return src is not None and self._stamped(f"{src}.failed")
+        if src is None or not self._stamped(f"{src}.failed"):
+            return None
+        return Path(f"{src}.failed").read_text(encoding="utf-8", errors="replace").partition("\n")[2].strip()
 
     def _stamped(self, record: str) -> bool:
-        """Whether the file `record` holds the stamp of what this process would build."""
+        """Whether the file `record` starts with the stamp of what this process would build."""
         try:
-            return Path(record).read_text(encoding="utf-8").strip() == self._stamp()
+            return Path(record).read_text(encoding="utf-8").partition("\n")[0].strip() == self._stamp()
         except OSError:
             return False
 
@@ -132,8 +138,8 @@ class HostArtifact:
                 atomic.write_text(src, self.text)
                 os.chmod(src, 0o644)  # the candidate's compiler runs as another user (verifier/sandbox.py)
             done = subprocess.run(self.command(str(tmp)), capture_output=True, timeout=timeout_s, check=False)
-            if done.returncode != 0:
-                atomic.write_text(Path(f"{src}.failed"), self._stamp() + "\n")
+            if done.returncode != 0:  # the stamp, then what g++ said first (for whoever asks why)
+                atomic.write_text(Path(f"{src}.failed"), f"{self._stamp()}\n{first_errors(done.stderr)}\n")
                 return False
             os.chmod(tmp, 0o644)
             os.replace(tmp, f"{src}{self.suffix}")
@@ -167,6 +173,18 @@ def _std_flag(include_torch: Path) -> str:
         if found := _STD.search(body):
             return found.group(0)
     return "-std=c++17"
+
+
+def first_errors(stderr: bytes | str, lines: int = 3) -> str:
+    """The first `lines` error lines of a g++ log (else its last lines), for a person to read."""
+    text = stderr.decode("utf-8", errors="replace") if isinstance(stderr, bytes) else stderr
+    errors = [line for line in text.splitlines() if ": error: " in line or "fatal error" in line]
+    return "\n".join((errors or text.splitlines()[-lines:])[:lines])
+
+
+def failures() -> dict[str, str]:
+    """Each host artifact g++ rejected on this host, with its first error lines."""
+    return {a.name: why for a in ALL if (why := a.failure()) is not None}
 
 
 def ready() -> str | None:

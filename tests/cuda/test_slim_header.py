@@ -153,6 +153,7 @@ def test_a_compile_error_is_not_paid_for_again_until_the_text_changes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     art = _artifact(tmp_path, "#pragma once\n#include <no_such_header_kw.h>\n")
     assert not art.build(120) and art.failed()
+    assert "no_such_header_kw.h" in (art.failure() or "")  # g++'s own words, for whoever asks why
     calls: list[Any] = []
     real_run = slim_header.subprocess.run
     monkeypatch.setattr(slim_header.subprocess, "run", lambda *a, **k: calls.append(a) or real_run(*a, **k))

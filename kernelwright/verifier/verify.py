@@ -321,8 +321,15 @@ def run_workers(cfgs: Sequence[VerifyConfig], jobs: int, on_done: OnDone | None 
             fork_server(len(cfgs) > 1 and all(cfg.forkserver for cfg in cfgs)) as server:
 
         def one(cfg: VerifyConfig) -> Verdict:
-            verdict = nvrtc_gated(cfg) or run_worker(make_spec(cfg, lock_path, pch_lock), cfg.timeout_s,
-                                                     cfg.host_memory_gb, server)
+            try:
+                verdict = nvrtc_gated(cfg)
+                spec = make_spec(cfg, lock_path, pch_lock) if verdict is None else None
+            except OSError as exc:  # its file went between the static checks and here: this one, not the batch
+                verdict = Verdict.of("exception", f"could not read {exc.filename or cfg.candidate}: "
+                                                  f"{exc.strerror or exc}", judge_version=JUDGE_VERSION)
+            if verdict is None:
+                assert spec is not None
+                verdict = run_worker(spec, cfg.timeout_s, cfg.host_memory_gb, server)
             if on_done is not None:
                 on_done(cfg, verdict)
             return verdict

@@ -296,3 +296,30 @@ def test_make_spec_carries_the_custom_share_threshold() -> None:
     assert Spec(problem="p", candidate="c", result="r").min_custom_share == 0.1
     cfg.min_custom_share = 0.0
     assert make_spec(cfg).min_custom_share == 0.0
+
+
+def test_a_candidate_file_gone_after_the_static_checks_gets_a_verdict_not_the_batch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file removed between the static checks and the worker (a cleaned folder, a copied tree) is that
+    candidate's `exception`, with its path; the other candidates keep their verdicts."""
+    import shutil
+
+    from kernelwright.verifier import verify
+
+    kept, gone = tmp_path / "kept.py", tmp_path / "gone.py"
+    shutil.copy(FIXTURES / "candidates" / "honest_affine.py", kept)
+    shutil.copy(FIXTURES / "candidates" / "honest_affine.py", gone)
+    real_pre_check = verify._pre_check
+
+    def pre_check_then_remove(cfg: VerifyConfig) -> Verdict | None:
+        verdict = real_pre_check(cfg)
+        if cfg.candidate == str(gone):
+            gone.unlink()
+        return verdict
+
+    monkeypatch.setattr(verify, "_pre_check", pre_check_then_remove)
+    monkeypatch.setattr(verify, "run_worker", lambda spec, *a, **k: Verdict.of("ok", "ran"))
+    problem = str(FIXTURES / "problems" / EXPECTED["honest_affine.py"]["problem"])
+    verdicts = verify_many([VerifyConfig(problem=problem, candidate=str(c)) for c in (kept, gone)], jobs=2)
+    assert [v.reason for v in verdicts] == ["ok", "exception"]
+    assert str(gone) in verdicts[1].detail and verdicts[1].judge_version

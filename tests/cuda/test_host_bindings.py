@@ -143,7 +143,7 @@ def test_generic_bindings_behave_as_torchs_own(tmp_path: Path, monkeypatch: pyte
     import torch.utils.cpp_extension as ext
 
     monkeypatch.setattr(ext, "remove_extension_h_precompiler_headers", lambda: None)  # other tests' headers
-    assert slim_header.BARE.build(600) and slim_header.BINDINGS.build(600)
+    assert slim_header.BARE.build(600) and slim_header.BINDINGS.build(600), slim_header.failures()
     bare = slim_header.bare_ready()
     assert bare is not None
     bound = bound_functions([CPP], FUNCTIONS)

@@ -66,6 +66,9 @@ class PipelineConfig(JobConfig):
                 "repeatable. Empty: all of them.", "action": "extend"})
     synth_eval_problems: int = field(default=12, metadata={
         "help": "Held-out compositions evaluated, taken in turn from each family; 0: all of them."})
+    synth_with_seed: bool = field(default=False, metadata={
+        "help": "With --synth_tasks: the seed corpus's training split beside the synthesized pairs (its held-out "
+                "tasks stay out). Off: the synthesized pairs alone."})
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -75,7 +75,8 @@ def _run(cfg: PipelineConfig, store: Store, on_stage: Callable[[str], None]) -> 
             with stage_run("synthesize"):
                 synthesized = synthesize(cfg, workdir)
             # longer pairs are dropped rather than cut by training: a cut solution never ends
-            curate_extra = {"input": [str(synthesized[0])], "allow_unverified": True, "max_length": cfg.max_length}
+            curate_extra = {"input": [str(synthesized[0])], "allow_unverified": True, "max_length": cfg.max_length,
+                            "with_seed_split": cfg.synth_with_seed}
         on_stage("curate")
         with stage_run("curate"):
             data_dir = run_curate(curate_config(cfg, workdir, **curate_extra))

@@ -105,7 +105,7 @@ def test_pipeline_on_synthesized_pairs(tmp_path: Path, tiny_model_dir: Path, mon
     workdir = tmp_path / "kw"
     argv = ["pipeline", "--workdir", str(workdir), "--base-model", str(tiny_model_dir), "--max-steps", "2",
             "--max-new-tokens", "8", "--max-length", "4096", "--synth-tasks", "200", "--synth-families",
-            "elementwise", "rownorm", "--synth-eval-problems", "3"]
+            "elementwise", "rownorm", "--synth-eval-problems", "3", "--synth-with-seed"]
     assert main(argv) == 0
     out = capsys.readouterr().err
     assert "1/5 synthesize" in out and "5/5 evaluate_compositions" in out and "held-out compositions" in out
@@ -117,6 +117,7 @@ def test_pipeline_on_synthesized_pairs(tmp_path: Path, tiny_model_dir: Path, mon
     assert runs["evaluate_compositions"].data.metrics["evaluate.samples"] == 3
     assert runs["curate"].data.params["curate.input"].endswith("synthesize/train']")
     assert runs["curate"].data.params["curate.max_length"] == "4096"  # the job's: longer pairs dropped, not cut
+    assert runs["curate"].data.params["curate.with_seed_split"] == "True"  # the seed training split beside them
     evaluated = sorted(p.name for p in (workdir / "synthesize-eval").glob("*.py"))
     assert len(evaluated) == 3 and {n.split("_")[0] for n in evaluated} == {"elementwise", "rownorm"}
 

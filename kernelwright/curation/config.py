@@ -65,6 +65,9 @@ class CurateConfig:
         default="train",
         metadata={"help": "Seed corpus split to curate: train, test (held-out tasks) or all."},
     )
+    with_seed_split: bool = field(default=False, metadata={
+        "help": "With --input: the seed corpus's --split split too, beside the inputs (its held-out tasks stay "
+                "out with the default train split). Off: the inputs alone."})
     base_model: str | None = field(
         default=None,
         metadata={"help": "Local HF checkpoint that scores p_t and tokenises. None: the tiny local model."},

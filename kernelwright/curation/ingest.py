@@ -361,7 +361,8 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def _unique_ids(frame: pl.DataFrame) -> pl.DataFrame:
+def unique_ids(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with every repeated id suffixed `#k` (k: its repeat), so ids stay unique across inputs."""
     dup = frame.with_columns(k=pl.int_range(pl.len()).over("id"))
     if (dup["k"] > 0).any():
         log.warning("%d duplicate ids: suffixed with #k", int((dup["k"] > 0).sum()))
@@ -391,4 +392,4 @@ def ingest(paths: Sequence[str | Path], mapping: dict[str, str]
            ) -> tuple[pl.DataFrame, list[tuple[Path, pl.DataFrame]]]:
     """All inputs as one frame (ids unique across inputs) and each input's own frame (for MLflow)."""
     parts = [(Path(p), ingest_one(Path(p), mapping)) for p in paths]
-    return _unique_ids(pl.concat([f for _, f in parts])), parts
+    return unique_ids(pl.concat([f for _, f in parts])), parts

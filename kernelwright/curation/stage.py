@@ -32,7 +32,7 @@ from kernelwright import jsontext
 from kernelwright.base_model.choose import check_base_model, resolve_base_model
 from kernelwright.curation.config import CurateConfig
 from kernelwright.curation.filters import FilterReport, run_filters
-from kernelwright.curation.ingest import infill_meta, ingest, parse_map
+from kernelwright.curation.ingest import infill_meta, ingest, parse_map, unique_ids
 from kernelwright.curation.outputs import log_inputs, log_outputs, nothing_left, write_frame, write_outputs
 from kernelwright.curation.samples import curate_samples, samples_of, seed_corpus
 from kernelwright.decontaminate import build_index, contaminated
@@ -105,6 +105,8 @@ def run_curate(cfg: CurateConfig) -> Path:
     if cfg.input:
         corpus, inputs = ingest(cfg.input, parse_map(cfg.map))
         check_verified(corpus, cfg.allow_unverified)
+        if cfg.with_seed_split:
+            corpus = unique_ids(pl.concat([corpus, seed_corpus(cfg.split)]))
         write_frame(out / "ingested.parquet", corpus)
     else:
         corpus = seed_corpus(cfg.split)

@@ -43,6 +43,25 @@ def test_curate_cli_on_an_input_corpus(tmp_path: Path, tiny_model_dir: Path) -> 
     assert main([*args[:4], "prompt=ref_code,completion=kernel", *args[5:]]) == 2  # missing column: exit 2
 
 
+def test_curate_takes_the_seed_training_split_beside_its_inputs_when_asked(tmp_path: Path,
+                                                                           tiny_model_dir: Path) -> None:
+    import polars as pl
+
+    from kernelwright.cli import main
+    from kernelwright.seed import load_seed_tasks, split_tasks
+
+    corpus, out = _corpus(tmp_path / "c.jsonl"), tmp_path / "out"
+    args = ["curate", "--input", str(corpus), "--map", "prompt=ref_code,completion=custom_code",
+            "--base-model", str(tiny_model_dir), "--out", str(out), "--workdir", str(tmp_path / "wd"),
+            "--no-nvrtc", "--with-seed-split"]
+    assert main(args) == 0
+    ingested = pl.read_parquet(out / "ingested.parquet")
+    train, test = split_tasks(load_seed_tasks())
+    assert ingested.height == 5 + len(train) and ingested["id"].n_unique() == ingested.height
+    task_ids = set(ingested["task_id"].drop_nulls())
+    assert {t.id for t in train} <= task_ids and not {t.id for t in test} & task_ids  # held-out stays out
+
+
 CL1_LIKE = Path(__file__).resolve().parents[1] / "fixtures" / "curation" / "cl1_like.jsonl"
 
 

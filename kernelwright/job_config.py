@@ -74,6 +74,9 @@ class PipelineConfig(JobConfig):
         super().__post_init__()
         if self.synth_tasks < 0 or self.synth_eval_problems < 0:
             raise ValueError("need synth_tasks >= 0 and synth_eval_problems >= 0")
+        if self.synth_with_seed and not self.synth_tasks:
+            raise ValueError("synth_with_seed needs synth_tasks: without them the seed training split is the data "
+                             "already")
 
     def stages(self) -> list[str]:
         """The child runs this job makes, in order."""

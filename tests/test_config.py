@@ -105,6 +105,7 @@ def test_a_config_file_that_is_not_text_is_a_usage_error(tmp_path: Path) -> None
     ("evaluate", ["--max-new-tokens", "0"], "batch_size and max_new_tokens must be at least 1"),
     ("evaluate", ["--temperature", "nan"], "temperature must be 0 (greedy) or more"),
     ("curate", ["--rho-max", "-1"], "must not be negative"),
+    ("curate", ["--with-seed-split"], "with_seed_split needs --input"),
 ])
 def test_settings_that_cannot_work_exit_2_before_any_work(command: str, argv: list[str], words: str, capsys,
                                                           tmp_path: Path) -> None:

@@ -142,5 +142,7 @@ def test_heldout_slice_takes_each_family_in_turn(tmp_path: Path) -> None:
 def test_pipeline_config_refuses_negative_synthesis() -> None:
     with pytest.raises(ValueError, match="synth_tasks"):
         PipelineConfig(synth_tasks=-1)
+    with pytest.raises(ValueError, match="synth_with_seed needs synth_tasks"):
+        PipelineConfig(synth_with_seed=True)
     assert PipelineConfig().stages() == ["curate", "train", "evaluate"]
     assert PipelineConfig(synth_tasks=5).stages()[0] == "synthesize"

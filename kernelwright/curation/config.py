@@ -120,6 +120,8 @@ class CurateConfig:
     def __post_init__(self) -> None:
         if self.split not in ("train", "test", "all"):
             raise ValueError(f"split must be train, test or all, not {self.split!r}")
+        if self.with_seed_split and not self.input:
+            raise ValueError("with_seed_split needs --input: without one the seed corpus's split is the corpus already")
         if not 0.0 <= self.tau_low <= self.tau_high <= 1.0:
             raise ValueError("need 0 <= tau_low <= tau_high <= 1")
         if self.w_min > self.w_max:

@@ -68,7 +68,8 @@ class PipelineConfig(JobConfig):
         "help": "Held-out compositions evaluated, taken in turn from each family; 0: all of them."})
     synth_with_seed: bool = field(default=False, metadata={
         "help": "With --synth_tasks: the seed corpus's training split beside the synthesized pairs (its held-out "
-                "tasks stay out). Off: the synthesized pairs alone."})
+                "tasks stay out). On the tiny base it kept the seed tasks but no composition compiled (docs/results). "
+                "Off: the synthesized pairs alone."})
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -46,6 +46,7 @@ from pathlib import Path
 
 from kernelwright import atomic
 from kernelwright.cuda.host_bindings import GENERIC
+from kernelwright.verifier.build_failure import first_error
 
 NAME = "kw_slim_extension.h"
 TEXT = "#pragma once\n#include <torch/types.h>\n#include <torch/python.h>\n"
@@ -100,7 +101,7 @@ class HostArtifact:
         src = self.path()
         if src is None or not Path(f"{src}{self.suffix}").is_file():
             return None
-        return str(src) if self._stamped(f"{src}.stamp") else None
+        return str(src) if self._stamped_text(f"{src}.stamp") is not None else None
 
     def failed(self) -> bool:
         """Whether g++ already rejected this very text and command on this host: a compile error is
@@ -110,16 +111,16 @@ class HostArtifact:
     def failure(self) -> str | None:
         """g++'s first error lines when it rejected this very text and command on this host, else None."""
         src = self.path()
-        if src is None or not self._stamped(f"{src}.failed"):
-            return None
-        return Path(f"{src}.failed").read_text(encoding="utf-8", errors="replace").partition("\n")[2].strip()
+        return None if src is None else self._stamped_text(f"{src}.failed")
 
-    def _stamped(self, record: str) -> bool:
-        """Whether the file `record` starts with the stamp of what this process would build."""
+    def _stamped_text(self, record: str) -> str | None:
+        """What the file `record` holds after its first line when that line is the stamp of what this
+        process would build (read once); None when it is another stamp or unreadable."""
         try:
-            return Path(record).read_text(encoding="utf-8").partition("\n")[0].strip() == self._stamp()
+            stamp, _, rest = Path(record).read_text(encoding="utf-8", errors="replace").partition("\n")
         except OSError:
-            return False
+            return None
+        return rest.strip() if stamp.strip() == self._stamp() else None
 
     def build(self, timeout_s: float) -> bool:
         """Write and compile the source (or find it up to date); False if that failed. The compiled
@@ -139,7 +140,8 @@ class HostArtifact:
                 os.chmod(src, 0o644)  # the candidate's compiler runs as another user (verifier/sandbox.py)
             done = subprocess.run(self.command(str(tmp)), capture_output=True, timeout=timeout_s, check=False)
             if done.returncode != 0:  # the stamp, then what g++ said first (for whoever asks why)
-                atomic.write_text(Path(f"{src}.failed"), f"{self._stamp()}\n{first_errors(done.stderr)}\n")
+                why = first_error(done.stderr.decode("utf-8", errors="replace").splitlines(), "host_compiler")[0]
+                atomic.write_text(Path(f"{src}.failed"), f"{self._stamp()}\n{why}\n")
                 return False
             os.chmod(tmp, 0o644)
             os.replace(tmp, f"{src}{self.suffix}")
@@ -173,13 +175,6 @@ def _std_flag(include_torch: Path) -> str:
         if found := _STD.search(body):
             return found.group(0)
     return "-std=c++17"
-
-
-def first_errors(stderr: bytes | str, lines: int = 3) -> str:
-    """The first `lines` error lines of a g++ log (else its last lines), for a person to read."""
-    text = stderr.decode("utf-8", errors="replace") if isinstance(stderr, bytes) else stderr
-    errors = [line for line in text.splitlines() if ": error: " in line or "fatal error" in line]
-    return "\n".join((errors or text.splitlines()[-lines:])[:lines])
 
 
 def failures() -> dict[str, str]:

@@ -11,8 +11,7 @@
   (capped by the judge's own cost of the same draws); outputs of the fastest batch checked;
 - `check_timed`: kept outputs against the reference on the same inputs, drawn by the judge
   (`timed_output_mismatch`);
-- `time_reference`: the reference and its torch.compile, timed in the judge's process with its
-  own timer, cached by the judge alone;
+- the reference's figures: reference_timing.py, called here under the timing lock;
 - `time_shape`: all of it for one shape, the timings under the timing lock, the check of the
   timed outputs and the kernel share (kernel_share.py) after it.
 """
@@ -30,13 +29,14 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from kernelwright.verifier.channel import ChannelBroken, Described, field, load_output
+from kernelwright.verifier.gpu_wait import spinning
 from kernelwright.verifier.inputs import form_failure
 from kernelwright.verifier.isolation import Rejected, exclusive
 from kernelwright.verifier.kernel_clock import below_kernel_clock, kernel_clock_rejection, kernel_supported_speedup
 from kernelwright.verifier.kernel_share import kernel_ms_alone, kernel_share
 from kernelwright.verifier.link import Link
+from kernelwright.verifier.reference_timing import compiled_reference, reference_figures
 from kernelwright.verifier.spec import Progress, Spec
-from kernelwright.verifier.timer import Timer
 from kernelwright.verifier.timing import (
     ATTEMPT_SEEDS,
     CLOCK_BATCHES,
@@ -58,13 +58,10 @@ from kernelwright.verifier.timing import (
     checksum,
     disturbed,
     draw_on_device,
-    fresh_sets,
     inconsistent,
-    measure,
     nbytes,
     same_checksum,
     set_count,
-    write_ref_cache,
 )
 from kernelwright.verifier.tolerance import TimedBound, judge_timed
 from kernelwright.verifier.verdict import ShapeResult
@@ -99,6 +96,15 @@ class WallEstimate:
 
 
 @dataclass
+class WallCheck:
+    """The checked outputs of one clock's fastest batch (loaded on the host, their sums already held to
+    the runner's) and the seed of its first call: compared with the reference after the timing lock."""
+
+    base: int
+    kept: list[tuple[int, Any]]
+
+
+@dataclass
 class CandidateTiming:
     median_ms: float
     wall: WallEstimate
@@ -111,7 +117,8 @@ class CandidateTiming:
         return self.wall.per_call_ms
 
 
-def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget) -> WallEstimate:
+def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget,
+                checks: list[WallCheck] | None = None) -> WallEstimate:
     """One call's time on the judge's clock: batches of calls in the runner, each call's inputs drawn
     just before it and its output summed on the host before the next (so each call ends when its
     output is written), grown until a batch lasts WALL_TARGET_MS; the fastest of CLOCK_BATCHES, less
@@ -119,7 +126,8 @@ def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget
     candidate that writes an output like the candidate's), which may
     not exceed the judge's own cost of those draws and sums (times DRAW_SLACK) plus the channel's.
     Outputs of the fastest batch, chosen after every batch ran, are checked: each against the sum
-    the runner reported for it and against the reference."""
+    the runner reported for it, and against the reference here or, given `checks`, later (check_wall:
+    after the timing lock, which the reference's forwards then do not hold)."""
     link.ask("prepare_wall", **call, like=target.like)
     bases = itertools.count(seed, WALL_MAX_CALLS)
 
@@ -149,7 +157,11 @@ def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget
         if faster:
             best, best_base, claimed = ms, base, sums
         link.ask("save_wall", keep=faster, indices=[], release=False)
-    _check_fastest(link, target, best_base, claimed)
+    fastest = WallCheck(best_base, _fastest_outputs(link, target, claimed))
+    if checks is None:
+        check_wall(target, [fastest])
+    else:
+        checks.append(fastest)
     empty = min(batch(True, 0)[0] for _ in range(3))
     draw = draw_ms(target, next(bases), calls)
     overhead = min(min(noops) / calls, DRAW_SLACK * draw + empty / calls)
@@ -180,9 +192,9 @@ def checked_indices(calls: int, output_bytes: int, rng: random.Random) -> list[i
     return [calls - 1, *sorted(rng.sample(range(calls - 1), n - 1))]
 
 
-def _check_fastest(link: Link, target: ClockTarget, base: int, claimed: list[Any]) -> None:
-    """The checked outputs of the fastest batch: each must be what the runner summed right after its
-    call (else the call's work went on after it said it ended), and right."""
+def _fastest_outputs(link: Link, target: ClockTarget, claimed: list[Any]) -> list[tuple[int, Any]]:
+    """The checked outputs of the fastest batch, loaded: each must be what the runner summed right
+    after its call (else the call's work went on after it said it ended)."""
     indices = checked_indices(len(claimed), target.output_bytes, random.SystemRandom())
     reply = link.ask("save_wall", keep=False, indices=indices, release=True)
     entries = field(reply, "kept", list)
@@ -194,15 +206,22 @@ def _check_fastest(link: Link, target: ClockTarget, base: int, claimed: list[Any
             raise Rejected("timing_inconsistent", f"call {i + 1} of a batch on the judge's clock returned before "
                                                   "its output was written: the output saved later differs from the "
                                                   "one summed right after the call")
-    check_timed(target.problem, target.shape, target.ref_model, base, kept, target.bound,
-                lambda i: f"call {i + 1} of a batch on the judge's clock")
+    return kept
+
+
+def check_wall(target: ClockTarget, checks: list[WallCheck]) -> None:
+    """The fastest batches' checked outputs against the reference on the same inputs, clock by clock."""
+    for check in checks:
+        check_timed(target.problem, target.shape, target.ref_model, check.base, check.kept, target.bound,
+                    lambda i: f"call {i + 1} of a batch on the judge's clock")
+        check.kept.clear()
 
 
 def time_candidate(link: Link, call: dict[str, Any], seed: int, keep_all: bool, target: ClockTarget,
-                   bounded: bool = True) -> CandidateTiming:
+                   bounded: bool = True, checks: list[WallCheck] | None = None) -> CandidateTiming:
     """The runner's timing, attempt by attempt on new inputs while other work disturbed it or while
     it read below what the judge's clock allows (`bounded`); below it on every attempt:
-    `timing_inconsistent`."""
+    `timing_inconsistent`. Each attempt's clock checks its fastest batch (given `checks`: later)."""
     last: CandidateTiming | None = None
     last_high: CandidateTiming | None = None  # the last attempt disturbed but not below the bound
     for attempt in range(TIMING_ATTEMPTS):
@@ -212,7 +231,7 @@ def time_candidate(link: Link, call: dict[str, Any], seed: int, keep_all: bool, 
         if median < 0:
             raise ChannelBroken(f"a negative median ({median} ms)")
         kept = _kept(reply, link.outbox, keep_all)
-        wall = judge_clock(link, call, s + ATTEMPT_SEEDS // 2, target)
+        wall = judge_clock(link, call, s + ATTEMPT_SEEDS // 2, target, checks)
         timing = CandidateTiming(median, wall, s, kept, False)
         low = bounded and below_bound(median, wall.per_call_ms)
         if not low and not disturbed(median, wall.per_call_ms):
@@ -273,46 +292,6 @@ def timed_failure(out: Any, expected: Any, bound: TimedBound) -> tuple[str | Non
     return (None, j.detail) if j.ok else ("wrong_output", j.detail)
 
 
-def time_reference(models: tuple[Any, Any], draw: Any, timer: Timer, settings: TimingSettings, flush: Any,
-                   ref: RefCache) -> tuple[float, float | None]:
-    """The reference (and its torch.compile) timed in the judge's process on fresh inputs
-    (`draw(attempt)`); cached only when other work disturbed neither."""
-    ref_model, compiled_model = models
-    measured = measure(ref_model, draw, timer, settings, flush)
-    compiled = measure(compiled_model, draw, timer, settings, flush) if compiled_model is not None else None
-    ref_ms, compiled_ms = measured.timed.median_ms, compiled.timed.median_ms if compiled is not None else None
-    if not measured.disturbed and not (compiled is not None and compiled.disturbed):
-        write_ref_cache(ref.path, ref_ms, compiled_ms)
-    return ref_ms, compiled_ms
-
-
-def _reference_figures(models: tuple[Any, Any], problem: ModuleType, shape: dict[str, Any], spec: Spec,
-                       ref: RefCache) -> tuple[float, float | None]:
-    import torch
-
-    settings = TimingSettings.of(spec)
-    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
-
-    def draw(attempt: int) -> list[list[Any]]:
-        return fresh_sets(problem, shape, settings, spec.timing_seed + 7_000_000 + 100_000 * attempt)
-
-    return time_reference(models, draw, Timer(), settings, flush, ref)
-
-
-def compiled_reference(ref_model: Any, sets: list[list[Any]]) -> Any:
-    """torch.compile of the reference, compiled and warmed up; None if it cannot compile."""
-    import torch
-
-    try:
-        compiled = torch.compile(ref_model)
-        for args in sets:
-            compiled(*args)
-        torch.cuda.synchronize()
-        return compiled
-    except Exception:  # noqa: BLE001 - the baseline is optional; its absence is reported as null
-        return None
-
-
 def keep_all_fits(problem: ModuleType, shape: dict[str, Any], spec: Spec, seed: int) -> bool:
     """Whether every timed call's output fits beside its inputs (the outputs are about as large)."""
     first = draw_on_device(problem, shape, seed)
@@ -327,6 +306,38 @@ def clock_target(problem: ModuleType, shape: dict[str, Any], checked: Checked, i
     like = out if type(out) is torch.Tensor else torch.empty(0)
     return ClockTarget(problem, shape, checked.ref_model, checked.timed_bound,
                        {"shape": list(like.shape), "dtype": str(like.dtype).removeprefix("torch.")}, nbytes([like]))
+
+
+def _timed(link: Link, call: dict[str, Any], target: ClockTarget, keep_all: bool, models: tuple[Any, Any],
+           spec: Spec, ref: RefCache, progress: Progress) -> tuple[CandidateTiming, float, float | None]:
+    """The candidate (runner's timer and the judge's clock) and the reference timed under the timing
+    lock, spinning through GPU waits as the timer bound was calibrated; then the clocks' fastest
+    batches checked against the reference. That check, and the one of the runner's kept outputs
+    after it, run after the lock: the outputs are on the host, and the checks' forwards (one draw and
+    one output on the GPU at a time, within the candidate's admitted estimate) share the GPU with
+    others' trials as their correctness runs do; under the lock they held it ~0.5 s a candidate. A
+    rejection under the lock comes after the checks of the clocks that ran before it."""
+    import torch
+
+    checks: list[WallCheck] = []
+    progress.write(phase="timing_wait")
+    try:
+        with exclusive(spec.timing_lock), torch.no_grad(), spinning():
+            progress.write(phase="timing")
+            cand = time_candidate(link, call, spec.timing_seed, keep_all, target, spec.timer_bound, checks)
+            if ref.figures is None:  # its own phase: what a cached reference timing saves under the lock
+                progress.write(phase="timing_reference")
+            ref_ms, compiled_ms = ref.figures if ref.figures is not None else reference_figures(
+                models, target.problem, target.shape, spec, ref)
+            torch.cuda.empty_cache()  # the timing's memory goes back to the GPU for other candidates
+    except Rejected:
+        with torch.no_grad():
+            check_wall(target, checks)  # a wrong output of an earlier clock is what was found first
+        raise
+    progress.write(phase="check_timed")
+    with torch.no_grad():
+        check_wall(target, checks)
+    return cand, ref_ms, compiled_ms
 
 
 def time_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Link, checked: Checked,
@@ -345,19 +356,7 @@ def time_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Lin
     with torch.no_grad():
         target = clock_target(problem, shape, checked, warm[0])
     del warm
-    progress.write(phase="timing_wait")
-    with exclusive(spec.timing_lock), torch.no_grad():
-        progress.write(phase="timing")
-        cand = time_candidate(link, call, spec.timing_seed, keep_all, target, spec.timer_bound)
-        if ref.figures is None:  # its own phase: what a cached reference timing saves under the lock
-            progress.write(phase="timing_reference")
-        ref_ms, compiled_ms = ref.figures if ref.figures is not None else _reference_figures(
-            (ref_model, compiled), problem, shape, spec, ref)
-        torch.cuda.empty_cache()  # the timing's memory goes back to the GPU for other candidates
-    # after the lock: the kept outputs are on the host, and the check's forwards (one draw and one
-    # output on the GPU at a time, within the candidate's admitted estimate) share the GPU with
-    # others' trials as their correctness runs do; under the lock they held it 0.26 s a candidate
-    progress.write(phase="check_timed")
+    cand, ref_ms, compiled_ms = _timed(link, call, target, keep_all, (ref_model, compiled), spec, ref, progress)
     with torch.no_grad():
         check_timed(problem, shape, ref_model, cand.seed, cand.kept, timed_bound)
     cand.kept.clear()

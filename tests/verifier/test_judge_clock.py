@@ -132,6 +132,22 @@ def test_lazy_calls_in_the_judges_batches_are_caught(clock: FakeClock) -> None:
     assert err.value.reason == "timed_output_mismatch" and "a batch on the judge's clock" in err.value.detail
 
 
+def test_given_a_list_the_fastest_batch_is_checked_later_its_sums_at_once(clock: FakeClock) -> None:
+    """Under the timing lock the clock only loads the fastest batch's checked outputs and holds them
+    to the runner's sums; their reference check waits (check_wall) until the lock is let go."""
+    fake = FakeRunner(clock, call_ms=0.3, lazy=True)
+    checks: list[judge_timing.WallCheck] = []
+    judge_clock(_link(fake), {}, 5000, _target(), checks)  # no reference forward here: no rejection yet
+    assert len(checks) == 1 and checks[0].kept and checks[0].kept[0][0] == fake.batches[-1] - 1
+    with pytest.raises(Rejected) as err:
+        judge_timing.check_wall(_target(), checks)
+    assert err.value.reason == "timed_output_mismatch" and "a batch on the judge's clock" in err.value.detail
+    late = FakeRunner(clock, call_ms=0.3, late=True)
+    with pytest.raises(Rejected) as err:
+        judge_clock(_link(late), {}, 5000, _target(), [])
+    assert err.value.reason == "timing_inconsistent"  # a sum that is not its output: found under the lock
+
+
 def test_a_call_that_returns_before_its_output_is_written_is_inconsistent(clock: FakeClock) -> None:
     fake = FakeRunner(clock, call_ms=0.3, late=True)
     with pytest.raises(Rejected) as err:

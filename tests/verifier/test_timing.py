@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from kernelwright.verifier import judge_timing, timing
+from kernelwright.verifier import judge_timing, reference_timing, timing
 from kernelwright.verifier.channel import ChannelBroken
 from kernelwright.verifier.isolation import Rejected
 from kernelwright.verifier.spec import Spec
@@ -143,12 +143,13 @@ def test_a_timing_disturbed_every_time_says_so(monkeypatch: pytest.MonkeyPatch) 
 
 def test_a_disturbed_reference_is_not_cached(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     settings = timing.TimingSettings()
-    monkeypatch.setattr(judge_timing, "measure", lambda *a, **k: timing.Measured(timing.Timed(0.3, []), 0.03, True))
+    monkeypatch.setattr(reference_timing, "measure", lambda *a, **k: timing.Measured(timing.Timed(0.3, []), 0.03, True))
     ref = timing.RefCache(tmp_path / "ref.json", None)
-    assert judge_timing.time_reference((object(), None), None, None, settings, None, ref) == (0.3, None)  # type: ignore[arg-type]
+    assert reference_timing.time_reference((object(), None), None, None, settings, None, ref) == (0.3, None)  # type: ignore[arg-type]
     assert not (tmp_path / "ref.json").exists()
-    monkeypatch.setattr(judge_timing, "measure", lambda *a, **k: timing.Measured(timing.Timed(0.01, []), 0.03, False))
-    judge_timing.time_reference((object(), None), None, None, settings, None, ref)  # type: ignore[arg-type]
+    measured = timing.Measured(timing.Timed(0.01, []), 0.03, False)
+    monkeypatch.setattr(reference_timing, "measure", lambda *a, **k: measured)
+    reference_timing.time_reference((object(), None), None, None, settings, None, ref)  # type: ignore[arg-type]
     assert timing.read_ref_cache(tmp_path / "ref.json").figures == (0.01, None)
 
 
@@ -163,10 +164,11 @@ def test_an_outputs_sum_is_recognised_whatever_it_holds() -> None:
     assert timing.same_checksum(None, object()) and not timing.same_checksum(0.0, object())
 
 
-def test_the_timed_outputs_are_checked_after_the_timing_lock(no_cuda_sync: None, monkeypatch: pytest.MonkeyPatch,
-                                                             tmp_path: Any) -> None:
-    """The timings hold the lock; the check of the kept outputs (on the host by then) and the kernel
-    share come after it, so the next candidate's timing need not wait for them."""
+def _logged_time_shape(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, log: list[str],
+                       rejected_under_lock: bool = False, wrong_clock_output: bool = False) -> Any:
+    """time_shape with its parts replaced by ones that log when they run: the lock, the candidate's
+    timing (one clock, whose fastest batch's check it leaves pending), the reference's timing, the
+    checks (a clock's and the kept outputs') and the kernel share."""
     import contextlib
 
     from kernelwright.verifier.judge_checks import Checked
@@ -174,27 +176,62 @@ def test_the_timed_outputs_are_checked_after_the_timing_lock(no_cuda_sync: None,
     from kernelwright.verifier.spec import Progress
     from kernelwright.verifier.timing import RefCache
 
-    log: list[str] = []
-
     @contextlib.contextmanager
     def lock(path: Any) -> Any:
         log.append("lock")
-        yield
-        log.append("unlock")
+        try:
+            yield
+        finally:
+            log.append("unlock")
 
-    wall = judge_timing.WallEstimate(per_call_ms=1.0)
+    def time_candidate(*a: Any) -> Any:
+        log.append("time candidate")
+        a[-1].append(judge_timing.WallCheck(5, [(0, torch.ones(2))]))  # its clock's check, pending
+        if rejected_under_lock:
+            raise Rejected("timing_inconsistent", "below the clock on every attempt")
+        return judge_timing.CandidateTiming(1.0, judge_timing.WallEstimate(per_call_ms=1.0), 7, [(3, torch.ones(2))],
+                                            False)
+
+    def check_timed(problem: Any, shape: Any, ref: Any, seed: int, kept: Any, bound: Any, label: Any = None) -> None:
+        log.append("check clock" if label is not None else "check timed")
+        if label is not None and wrong_clock_output:
+            raise Rejected("timed_output_mismatch", label(0))
+
     monkeypatch.setattr(judge_timing, "exclusive", lock)
     monkeypatch.setattr(judge_timing, "draw_on_device", lambda problem, shape, seed: [torch.ones(2)])
     monkeypatch.setattr(judge_timing, "keep_all_fits", lambda *a: True)
-    monkeypatch.setattr(judge_timing, "clock_target", lambda *a: None)
-    monkeypatch.setattr(judge_timing, "time_candidate", lambda *a: (log.append("time candidate"), judge_timing.
-                        CandidateTiming(1.0, wall, 7, [(3, torch.ones(2))], False))[1])
-    monkeypatch.setattr(judge_timing, "_reference_figures", lambda *a: (log.append("time reference"), (2.0, None))[1])
-    monkeypatch.setattr(judge_timing, "check_timed", lambda *a: log.append("check timed"))
+    monkeypatch.setattr(judge_timing, "clock_target", lambda *a: SimpleNamespace(problem=None, shape={}, ref_model=None,
+                                                                                 bound=None))
+    monkeypatch.setattr(judge_timing, "time_candidate", time_candidate)
+    monkeypatch.setattr(judge_timing, "reference_figures", lambda *a: (log.append("time reference"), (2.0, None))[1])
+    monkeypatch.setattr(judge_timing, "check_timed", check_timed)
     monkeypatch.setattr(judge_timing, "kernel_share", lambda *a: (log.append("share"), Profiled(1.0, None, 0.9))[1])
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     checked = Checked(0.0, "fp64_relative", _Ref(), {"shape": {}}, TimedBound(1e-7, 1e-6))
-    result = judge_timing.time_shape(SimpleNamespace(), {}, _spec(compile_baseline=False, timing_lock="l"),
-                                     None, checked, RefCache(None, None), Progress(tmp_path / "p.json"), ["k"])
-    assert log == ["lock", "time candidate", "time reference", "unlock", "check timed", "share"]
+    return judge_timing.time_shape(SimpleNamespace(), {}, _spec(compile_baseline=False, timing_lock="l"),
+                                   None, checked, RefCache(None, None), Progress(tmp_path / "p.json"), ["k"])
+
+
+def test_the_timed_outputs_are_checked_after_the_timing_lock(no_cuda_sync: None, monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Any) -> None:
+    """The timings hold the lock; the checks of the clock's fastest batch and of the kept outputs (on
+    the host by then) and the kernel share come after it, so the next candidate's timing need not
+    wait for them."""
+    log: list[str] = []
+    result = _logged_time_shape(monkeypatch, tmp_path, log)
+    assert log == ["lock", "time candidate", "time reference", "unlock", "check clock", "check timed", "share"]
     assert result.speedup is not None and result.runtime_ms == 1.0
+
+
+def test_a_rejection_under_the_lock_comes_after_the_clocks_checked_before_it(
+        no_cuda_sync: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """A clock that ran before a rejection under the lock is still checked (after the lock): a wrong
+    output there is what the judge found first, as when the check ran inside the clock."""
+    log: list[str] = []
+    with pytest.raises(Rejected) as err:
+        _logged_time_shape(monkeypatch, tmp_path, log, rejected_under_lock=True, wrong_clock_output=True)
+    assert err.value.reason == "timed_output_mismatch" and log == ["lock", "time candidate", "unlock", "check clock"]
+    log.clear()
+    with pytest.raises(Rejected) as err:
+        _logged_time_shape(monkeypatch, tmp_path, log, rejected_under_lock=True)
+    assert err.value.reason == "timing_inconsistent" and log[-1] == "check clock"

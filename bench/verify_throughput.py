@@ -17,6 +17,8 @@ Candidates: the honest seed solutions of N distinct tasks (each against its own 
 - serial: kernelwright with one worker, on the first `--serial` candidates (cold cache).
 - late_profiler: kernelwright with `profiler_warm_up` off (the profiler starts at the first
   shape's kernel-share pass, not during the build): not in the default phases; an A/B.
+- spin: kernelwright with `blocking_gpu_wait` off (judges and runners spin through every wait for
+  the GPU, CUDA's choice on a host of many cores): not in the default phases; an A/B.
 - wide: kernelwright with twice as many workers as `--jobs` (builds of one wave overlap the GPU
   phases of another): not in the default phases; KernelBench keeps one process per core.
 `--warm-header` builds torch's precompiled extension.h before each kernelwright phase if it is
@@ -116,7 +118,7 @@ def _warm_header() -> float:
 
 def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, split_build: bool,
                      cold_header: bool = False, profiler_warm_up: bool = True, slim_header: bool = True,
-                     generic_bindings: bool = True) -> dict:
+                     generic_bindings: bool = True, blocking_gpu_wait: bool = True) -> dict:
     if cold_header:
         for f in header_files():
             f.unlink(missing_ok=True)
@@ -126,7 +128,8 @@ def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, s
                              build_cache=cache, compile_baseline=False, timeout_s=600.0,
                              timing_budget_s=timing_budget_s, split_build=split_build,
                              profiler_warm_up=profiler_warm_up, slim_header=slim_header,
-                             generic_bindings=generic_bindings) for t in tasks]
+                             generic_bindings=generic_bindings, blocking_gpu_wait=blocking_gpu_wait)
+                for t in tasks]
         start = time.perf_counter()
         with Utilisation() as use:
             verdicts = verify_many(cfgs, jobs=jobs, on_done=lambda c, v: print(
@@ -184,7 +187,7 @@ def per_hour(res: dict) -> float:
 
 
 PHASES = ("kernelwright", "kernelbench_best_mode", "kernelwright_serial", "kernelwright_late_profiler",
-          "kernelwright_wide", "kernelwright_extension_h", "kernelwright_slim")
+          "kernelwright_wide", "kernelwright_extension_h", "kernelwright_slim", "kernelwright_spin")
 
 
 def _phase(name: str, tasks: list[SeedTask], args: argparse.Namespace) -> dict:
@@ -196,6 +199,8 @@ def _phase(name: str, tasks: list[SeedTask], args: argparse.Namespace) -> dict:
         return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, slim_header=False)
     if name == "kernelwright_slim":  # A/B of the generic bindings (cuda/host_bindings.py): the slim header
         return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, generic_bindings=False)
+    if name == "kernelwright_spin":  # A/B of the blocking GPU wait (verifier/gpu_wait.py): CUDA's spinning one
+        return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, blocking_gpu_wait=False)
     if name == "kernelwright_wide":
         return run_kernelwright(tasks, 2 * args.jobs, args.timing_budget_s, args.split_build) | {"jobs": 2 * args.jobs}
     if name == "kernelwright_serial":

@@ -8,21 +8,24 @@
 # 1. throughput: 32 seed candidates, 16 workers, kernelwright three times and KernelBench's best
 #    mode once (verify_throughput.json); then kernelwright once with split builds' host files keeping
 #    their pybind11 bindings after the slim header instead of the generic bindings after the bare one
-#    (verify_throughput_slim_header.json: the A/B of cuda/host_bindings.py);
-# 2. every fixture three times, each run with a fresh build cache (verify_fixtures_runs3.json;
+#    (verify_throughput_slim_header.json: the A/B of cuda/host_bindings.py); then kernelwright twice
+#    with judges and runners spinning through every GPU wait (verify_throughput_spin_wait.json: the
+#    A/B of verifier/gpu_wait.py);
+# 2. every fixture FIXTURE_RUNS times, each run with a fresh build cache (verify_fixtures_runsN.json;
 #    the bench exits 1 naming any candidate whose verdict missed, which does not stop the rest);
 # 3. the timer bound's calibration: every honest candidate under 16 workers, twice
 #    (timer_bound_calibration.json), then the launch-bound kernels and the fixtures alone, and
 #    the first CALIBRATION_ALONE seed solutions alone, added to the same file;
 # 4. timing fidelity: our timer against triton's do_bench on the suite's ops (timing_fidelity.json).
-# Env: JOBS (default 16), PYTHON, STEPS (default "throughput header fixtures calibration fidelity"),
-# CALIBRATION_ALONE (seed solutions verified alone, default 16).
+# Env: JOBS (default 16), PYTHON, STEPS (default "throughput header wait fixtures calibration fidelity"),
+# CALIBRATION_ALONE (seed solutions verified alone, default 16), FIXTURE_RUNS (default 3).
 set -uo pipefail
 OUT=${1:-./.kernelwright-judge}
 PYTHON=${PYTHON:-python3}
 JOBS=${JOBS:-16}
-STEPS=${STEPS:-throughput header fixtures calibration fidelity}
+STEPS=${STEPS:-throughput header wait fixtures calibration fidelity}
 ALONE=${CALIBRATION_ALONE:-16}
+FIXTURE_RUNS=${FIXTURE_RUNS:-3}
 mkdir -p "$OUT"
 
 step() {  # step NAME FILE COMMAND...: run COMMAND unless FILE exists; its log beside FILE (.log)
@@ -47,8 +50,11 @@ step throughput "$OUT/verify_throughput.json" \
 step header "$OUT/verify_throughput_slim_header.json" \
   "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header \
   --phases kernelwright_slim --json "$OUT/verify_throughput_slim_header.json"
-step fixtures "$OUT/verify_fixtures_runs3.json" \
-  "$PYTHON" bench/verify_fixtures.py --jobs "$JOBS" --runs 3 --json "$OUT/verify_fixtures_runs3.json"
+step wait "$OUT/verify_throughput_spin_wait.json" \
+  "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 2 \
+  --phases kernelwright_spin --json "$OUT/verify_throughput_spin_wait.json"
+step fixtures "$OUT/verify_fixtures_runs$FIXTURE_RUNS.json" \
+  "$PYTHON" bench/verify_fixtures.py --jobs "$JOBS" --runs "$FIXTURE_RUNS" --json "$OUT/verify_fixtures_runs$FIXTURE_RUNS.json"
 step calibration "$OUT/timer_bound_calibration.parallel.done" \
   bash -c "'$PYTHON' bench/timer_bound_calibration.py --modes parallel --jobs $JOBS --repeat 2 \
     --json '$OUT/timer_bound_calibration.json'; touch '$OUT/timer_bound_calibration.parallel.done'"

@@ -43,6 +43,10 @@ class VerifyConfig:
                 "object, so the host file holds no pybind11 and reads torch/types.h alone (~2 CPU-s a "
                 "candidate instead of ~4.7 after torch/types.h and torch/python.h). Off: the bindings "
                 "load_inline writes, after the slim header."})
+    blocking_gpu_wait: bool = field(default=True, metadata={
+        "help": "Judges and runners sleep while they wait for the GPU outside the timing lock and spin under it "
+                "(verifier/gpu_wait.py): a core is not burnt for every wait behind other candidates' work. Off: "
+                "CUDA's own choice throughout (a spinning wait on a host of many cores)."})
     profiler_warm_up: bool = field(default=True, metadata={
         "help": "Start the profiler (CUPTI, ~4.6 s on an H200) in a thread while the candidate builds; off: at "
                 "the first shape's kernel-share pass."})

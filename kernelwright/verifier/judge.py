@@ -22,6 +22,7 @@ from types import ModuleType
 
 from kernelwright.verifier.admission import Ledger, estimate_bytes, read_peak, reference_peak, write_peak
 from kernelwright.verifier.channel import ChannelBroken, RunnerGone
+from kernelwright.verifier.gpu_wait import start_blocking
 from kernelwright.verifier.isolation import Rejected, classify_failure, import_file
 from kernelwright.verifier.judge_checks import Checked, check_not_decoy, check_shape, outcome_of_death
 from kernelwright.verifier.judge_process import RUNNER_REASONS, started_runner
@@ -46,6 +47,8 @@ def verify(spec: Spec, progress: Progress, link: Link, problem: ModuleType) -> V
     loaded = link.ask("load")
     compile_s = float(loaded.get("compile_s", 0.0)) if isinstance(loaded.get("compile_s"), int | float) else 0.0
     progress.write(phase="correctness", compile_s=compile_s, build=str(loaded.get("build", ""))[:80])
+    if spec.blocking_gpu_wait:  # asleep while waiting for the GPU, spinning under the timing lock (gpu_wait.py)
+        start_blocking()
     ledger = _ledger(spec)
     if ledger is not None and read_peak(spec.build_cache, spec.problem) is None:
         _measure_peak(spec, problem, shapes, ledger)

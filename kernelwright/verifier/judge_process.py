@@ -52,7 +52,8 @@ def _settings(spec: Spec, scratch: Path) -> dict[str, object]:
     return {"problem": str(scratch / "problem.py"), "candidate": str(scratch / "candidate.py"),
             "scratch": str(scratch), "memory_fraction": spec.memory_fraction, "split_build": spec.split_build,
             "slim_header": spec.slim_header, "generic_bindings": spec.generic_bindings,
-            "pch_lock": spec.pch_lock, "profiler_warm_up": spec.timing and spec.profiler_warm_up,
+            "pch_lock": spec.pch_lock, "blocking_gpu_wait": spec.blocking_gpu_wait,
+            "profiler_warm_up": spec.timing and spec.profiler_warm_up,
             "timing": asdict(TimingSettings.of(spec)),
             "tasks_max": TASKS_MAX if (user := _user(spec)) is not None and is_dedicated(user[0]) else None}
 

@@ -21,7 +21,9 @@ network before it imports the candidate. Then it answers requests on the channel
 | finish | the guard and the thread count, a last time | - |
 
 A reply is the runner's word, checked by the judge; a rejection the runner finds in itself (a
-launch error, a changed input, the harness tampered with) is a reply too.
+launch error, a changed input, the harness tampered with) is a reply too. With `blocking_gpu_wait`
+the runner sleeps while it waits for the GPU, and spins for the timed ops (`time`, `*_wall`: asked
+under the timing lock only; gpu_wait.py).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from typing import Any
 
 from kernelwright.verifier.build_failure import build_failure
 from kernelwright.verifier.channel import RunnerEnd, save_output
+from kernelwright.verifier.gpu_wait import driver as gpu_wait_driver
+from kernelwright.verifier.gpu_wait import set_wait
 from kernelwright.verifier.guard import HarnessGuard
 from kernelwright.verifier.inputs import clone, draw_check_inputs, draw_inputs, poison
 from kernelwright.verifier.isolation import (
@@ -279,14 +283,18 @@ def _random_indices(count: int, seed: int) -> set[int]:
 
 
 OPS = ("load", "call", "time", "prepare_wall", "run_wall", "save_wall", "share", "finish")
+TIMED_OPS = frozenset({"time", "prepare_wall", "run_wall", "save_wall"})  # asked under the timing lock only
 
 
 def serve(runner: Runner) -> None:
     """Answer the judge's requests until `finish` or the end of the channel; the candidate is loaded
     (built) first, while the judge sets itself up."""
     runner.load({})
+    blocking = bool(runner.settings.get("blocking_gpu_wait"))
     while (req := runner.end.next_request()) is not None:
         op = str(req.get("op"))
+        if blocking:  # asleep while waiting for the GPU, spinning for the timed ops (gpu_wait.py)
+            set_wait("spin" if op in TIMED_OPS else "block")
         if op not in OPS:
             runner.end.reply(op, rejected="exception", detail=f"unknown op {op!r}")
             continue
@@ -307,6 +315,8 @@ def main(argv: list[str]) -> None:
     torch.backends.cudnn.allow_tf32 = False
     torch.cuda.init()
     torch.cuda.set_per_process_memory_fraction(float(settings["memory_fraction"]))
+    if settings.get("blocking_gpu_wait"):
+        gpu_wait_driver()  # loaded before confine() closes the file system
     isolation = f"{confine([scratch])}, {deny_reaching_out()}"
     if settings.get("tasks_max"):  # a uid of its own: the cap counts this runner's tasks only
         isolation += f", {limit_tasks(int(settings['tasks_max']))}"

@@ -45,6 +45,7 @@ class Spec:
     pch_lock: str | None = None  # the parent's precompiled-header build to wait for (pch.py); None: none
     slim_header: bool = True  # a split build's host file after a smaller precompiled header (slim_header.py)
     generic_bindings: bool = True  # ... the bare one, with the generic bindings linked in (host_bindings.py)
+    blocking_gpu_wait: bool = True  # sleep while waiting for the GPU outside the timing lock (gpu_wait.py)
     profiler_warm_up: bool = True  # the profiler's first session during the build (profiler_started_alongside)
     decoy_check: bool = True  # the output with the candidate's own launches skipped must be wrong (fallback_decoy)
     forkserver: str | None = None  # socket of the fork server that starts the runner (forkserver.py); None: Popen

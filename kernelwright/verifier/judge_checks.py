@@ -21,7 +21,7 @@ from typing import Any
 
 from kernelwright.verifier.channel import ChannelBroken, Described, RunnerGone, field, load_output
 from kernelwright.verifier.fan_in import cached_fan_in, estimate_fan_in
-from kernelwright.verifier.inputs import DISTRIBUTIONS, clone, compare, draw_check_inputs
+from kernelwright.verifier.inputs import DISTRIBUTIONS, clone, compare, draw_check_inputs, seed_all
 from kernelwright.verifier.isolation import Rejected
 from kernelwright.verifier.kb_view import DEFERRABLE, Deferred, kb_close
 from kernelwright.verifier.link import Link, RunnerRejected
@@ -48,11 +48,10 @@ class Checked:
 
 def reference_models(problem: ModuleType, shape: dict[str, Any], seed: int) -> tuple[Any, Any | None]:
     """The reference (weights from `seed`, as the runner builds ModelNew) and its float64 twin."""
-    import torch
 
     init = problem.get_init_inputs()
     warm = draw_check_inputs(problem, shape, seed, DISTRIBUTIONS[0])
-    torch.manual_seed(seed)
+    seed_all(seed)
     ref = problem.Model(*init).cuda().eval()
     ref(*clone(warm))
     return ref, fp64_twin(problem, init, ref, seed, warm, "cuda")

@@ -42,7 +42,7 @@ from kernelwright.verifier.channel import RunnerEnd, save_output
 from kernelwright.verifier.gpu_wait import driver as gpu_wait_driver
 from kernelwright.verifier.gpu_wait import set_wait
 from kernelwright.verifier.guard import HarnessGuard
-from kernelwright.verifier.inputs import clone, draw_check_inputs, draw_inputs, poison
+from kernelwright.verifier.inputs import clone, draw_check_inputs, draw_inputs, poison, seed_all
 from kernelwright.verifier.isolation import (
     BUILD_PATHS,
     Rejected,
@@ -228,12 +228,11 @@ class Runner:
             return {"rejected": reason, "detail": detail}
 
     def _model(self, req: dict[str, Any]) -> Any:
-        import torch
 
         key = json.dumps([req["shape"], req["init_seed"]], sort_keys=True)
         if key not in self.models:
             assert self.problem is not None and self.candidate is not None
-            torch.manual_seed(int(req["init_seed"]))
+            seed_all(int(req["init_seed"]))  # as the judge seeds the reference (judge_checks.reference_models)
             self.models[key] = self.candidate.ModelNew(*self.problem.get_init_inputs()).cuda().eval()
         return self.models[key]
 

@@ -7,8 +7,9 @@
   inputs, one below what the estimate allows (timing.below_bound) is timed again and then
   `timing_inconsistent`;
 - `judge_clock`: batches grown until one lasts tens of milliseconds, each call's inputs drawn just
-  before it, the fastest of several less a no-op batch's cost per call through the same path
-  (capped by the judge's own cost of the same draws); outputs of the fastest batch checked;
+  before it; several rounds, each batch less the cost per call of a no-op batch through the same
+  path taken beside it (capped by the judge's own cost of the same draws, also taken beside it); the
+  lowest estimate counts, and its batch's outputs are checked;
 - `check_timed`: kept outputs against the reference on the same inputs, drawn by the judge
   (`timed_output_mismatch`);
 - the reference's figures: reference_timing.py, called here under the timing lock;
@@ -84,9 +85,10 @@ class ClockTarget:
 
 @dataclass
 class WallEstimate:
-    """The judge's clock over the runner's batches: one call's estimate (ms) and how it was reached:
-    calls per batch, the fastest batch (ms, whole), the cost per call subtracted (the no-op batch's,
-    at most the judge's own draws' times DRAW_SLACK plus the channel) and the judge's draws per call."""
+    """The judge's clock over the runner's batches: one call's estimate (ms) and how its round reached
+    it: calls per batch, the batch (ms, whole), the cost per call subtracted (the round's no-op
+    batch's, at most the round's judge's own draws' times DRAW_SLACK plus the channel) and those
+    draws per call."""
 
     per_call_ms: float
     calls: int = 0
@@ -97,7 +99,7 @@ class WallEstimate:
 
 @dataclass
 class WallCheck:
-    """The checked outputs of one clock's fastest batch (loaded on the host, their sums already held to
+    """The checked outputs of one clock's counted batch (loaded on the host, their sums already held to
     the runner's) and the seed of its first call: compared with the reference after the timing lock."""
 
     base: int
@@ -121,11 +123,14 @@ def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget
                 checks: list[WallCheck] | None = None) -> WallEstimate:
     """One call's time on the judge's clock: batches of calls in the runner, each call's inputs drawn
     just before it and its output summed on the host before the next (so each call ends when its
-    output is written), grown until a batch lasts WALL_TARGET_MS; the fastest of CLOCK_BATCHES, less
-    the cost per call of a no-op batch through the same path (the same draws and sums, and a no-op
-    candidate that writes an output like the candidate's), which may
-    not exceed the judge's own cost of those draws and sums (times DRAW_SLACK) plus the channel's.
-    Outputs of the fastest batch, chosen after every batch ran, are checked: each against the sum
+    output is written), grown until a batch lasts WALL_TARGET_MS. Then CLOCK_BATCHES rounds, each a
+    no-op batch through the same path (the same draws and sums, and a no-op candidate that writes an
+    output like the candidate's), the candidate's batch, and the judge's own draws and sums of as
+    many calls: the round's estimate is its batch per call less its no-op batch's cost per call,
+    which may not exceed the judge's own cost of those draws and sums (times DRAW_SLACK) plus the
+    channel's. Each round's cost is taken beside its batch, so other processes' work on the GPU
+    (time slices every call's host read-back waits for) weighs on both alike; the lowest estimate
+    counts. Outputs of its batch, chosen after every batch ran, are checked: each against the sum
     the runner reported for it, and against the reference here or, given `checks`, later (check_wall:
     after the timing lock, which the reference's forwards then do not hold)."""
     link.ask("prepare_wall", **call, like=target.like)
@@ -149,57 +154,56 @@ def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget
         if ms >= WALL_TARGET_MS or grown <= calls:
             break
         calls = grown
-    best, best_base, claimed, noops = math.inf, 0, list[Any](), []
-    for _ in range(CLOCK_BATCHES):
-        noops.append(batch(True, calls)[0])
+    empty = min(batch(True, 0)[0] for _ in range(3))  # the channel's round trip
+    draw_ms(target, next(bases), min(calls, 4))  # the judge's draws warm before any is taken
+    best, best_base, claimed = WallEstimate(math.inf), 0, list[Any]()
+    for _ in range(CLOCK_BATCHES):  # each round's cost per call subtracted from its own batch
+        noop = batch(True, calls)[0]
         ms, base, sums = batch(False, calls)
-        faster = ms < best
+        draw = draw_ms(target, next(bases), calls)
+        overhead = min(noop / calls, DRAW_SLACK * draw + empty / calls)
+        estimate = WallEstimate(max(ms / calls - overhead, 0.0), calls, ms, overhead, draw)
+        faster = estimate.per_call_ms < best.per_call_ms
         if faster:
-            best, best_base, claimed = ms, base, sums
+            best, best_base, claimed = estimate, base, sums
         link.ask("save_wall", keep=faster, indices=[], release=False)
-    fastest = WallCheck(best_base, _fastest_outputs(link, target, claimed))
+    counted = WallCheck(best_base, _counted_outputs(link, target, claimed))
     if checks is None:
-        check_wall(target, [fastest])
+        check_wall(target, [counted])
     else:
-        checks.append(fastest)
-    empty = min(batch(True, 0)[0] for _ in range(3))
-    draw = draw_ms(target, next(bases), calls)
-    overhead = min(min(noops) / calls, DRAW_SLACK * draw + empty / calls)
-    return WallEstimate(max(best / calls - overhead, 0.0), calls, best, overhead, draw)
+        checks.append(counted)
+    return best
 
 
 def draw_ms(target: ClockTarget, seed: int, calls: int) -> float:
     """The judge's own cost (ms per call) of what a no-op batch does per call: draw the call's
-    inputs, call the no-op candidate (OutputWriter) on them and sum its output on the host; the
-    faster of 2 rounds of `calls`."""
+    inputs, call the no-op candidate (OutputWriter) on them and sum its output on the host, over
+    `calls` calls."""
     import torch
 
     writer = OutputWriter(torch.zeros(target.like["shape"], dtype=getattr(torch, target.like["dtype"]), device="cuda"))
-    best = math.inf
-    for k in range(2):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for i in range(calls):
-            checksum(writer(*draw_on_device(target.problem, target.shape, seed + k * calls + i)))
-        best = min(best, 1e3 * (time.perf_counter() - start) / max(calls, 1))
-    return best
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for i in range(calls):
+        checksum(writer(*draw_on_device(target.problem, target.shape, seed + i)))
+    return 1e3 * (time.perf_counter() - start) / max(calls, 1)
 
 
 def checked_indices(calls: int, output_bytes: int, rng: random.Random) -> list[int]:
-    """Which of the fastest batch's calls the judge checks, chosen after every batch ran: the last
+    """Which of the counted batch's calls the judge checks, chosen after every batch ran: the last
     one and up to WALL_CHECKED - 1 others at random, within WALL_CHECKED_BYTES of outputs."""
     n = max(1, min(WALL_CHECKED, calls, WALL_CHECKED_BYTES // max(output_bytes, 1)))
     return [calls - 1, *sorted(rng.sample(range(calls - 1), n - 1))]
 
 
-def _fastest_outputs(link: Link, target: ClockTarget, claimed: list[Any]) -> list[tuple[int, Any]]:
-    """The checked outputs of the fastest batch, loaded: each must be what the runner summed right
+def _counted_outputs(link: Link, target: ClockTarget, claimed: list[Any]) -> list[tuple[int, Any]]:
+    """The checked outputs of the counted batch, loaded: each must be what the runner summed right
     after its call (else the call's work went on after it said it ended)."""
     indices = checked_indices(len(claimed), target.output_bytes, random.SystemRandom())
     reply = link.ask("save_wall", keep=False, indices=indices, release=True)
     entries = field(reply, "kept", list)
     if [e[0] if isinstance(e, list) and len(e) == 2 else None for e in entries] != indices:
-        raise ChannelBroken(f"the outputs of calls {indices} of the fastest batch, asked for, were not sent")
+        raise ChannelBroken(f"the outputs of calls {indices} of the counted batch, asked for, were not sent")
     kept = [(i, load_output(header, link.outbox, "cpu")) for i, header in entries]
     for i, out in kept:
         if not same_checksum(claimed[i], out):
@@ -210,7 +214,7 @@ def _fastest_outputs(link: Link, target: ClockTarget, claimed: list[Any]) -> lis
 
 
 def check_wall(target: ClockTarget, checks: list[WallCheck]) -> None:
-    """The fastest batches' checked outputs against the reference on the same inputs, clock by clock."""
+    """The counted batches' checked outputs against the reference on the same inputs, clock by clock."""
     for check in checks:
         check_timed(target.problem, target.shape, target.ref_model, check.base, check.kept, target.bound,
                     lambda i: f"call {i + 1} of a batch on the judge's clock")
@@ -221,7 +225,7 @@ def time_candidate(link: Link, call: dict[str, Any], seed: int, keep_all: bool, 
                    bounded: bool = True, checks: list[WallCheck] | None = None) -> CandidateTiming:
     """The runner's timing, attempt by attempt on new inputs while other work disturbed it or while
     it read below what the judge's clock allows (`bounded`); below it on every attempt:
-    `timing_inconsistent`. Each attempt's clock checks its fastest batch (given `checks`: later)."""
+    `timing_inconsistent`. Each attempt's clock checks its counted batch (given `checks`: later)."""
     last: CandidateTiming | None = None
     last_high: CandidateTiming | None = None  # the last attempt disturbed but not below the bound
     for attempt in range(TIMING_ATTEMPTS):
@@ -311,7 +315,7 @@ def clock_target(problem: ModuleType, shape: dict[str, Any], checked: Checked, i
 def _timed(link: Link, call: dict[str, Any], target: ClockTarget, keep_all: bool, models: tuple[Any, Any],
            spec: Spec, ref: RefCache, progress: Progress) -> tuple[CandidateTiming, float, float | None]:
     """The candidate (runner's timer and the judge's clock) and the reference timed under the timing
-    lock, spinning through GPU waits as the timer bound was calibrated; then the clocks' fastest
+    lock, spinning through GPU waits as the timer bound was calibrated; then the clocks' counted
     batches checked against the reference. That check, and the one of the runner's kept outputs
     after it, run after the lock: the outputs are on the host, and the checks' forwards (one draw and
     one output on the GPU at a time, within the candidate's admitted estimate) share the GPU with

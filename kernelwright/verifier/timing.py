@@ -46,11 +46,11 @@ WALL_BATCHES = 5  # batches timed; the fastest counts (another process's kernels
 # The judge's clock over the runner's calls (judge_timing.wall_ms): each call's inputs are drawn when
 # it is made, and a batch holds calls until it lasts WALL_TARGET_MS (the channel's round trip, about
 # 0.1 ms, is then under 1% of it), from WALL_FIRST_CALLS up to WALL_MAX_CALLS, and no more than the
-# outputs WALL_HELD_BYTES holds: the runner keeps a batch's outputs, and those of the fastest batch so
-# far, until the judge has chosen which to check (the last call's and up to WALL_CHECKED - 1 others at
-# random, of the fastest batch, within WALL_CHECKED_BYTES).
+# outputs WALL_HELD_BYTES holds: the runner keeps a batch's outputs, and those of the batch of the
+# lowest estimate so far, until the judge has chosen which to check (the last call's and up to
+# WALL_CHECKED - 1 others at random, of that batch, within WALL_CHECKED_BYTES).
 WALL_TARGET_MS = 20.0
-CLOCK_BATCHES = 3  # timed batches (and no-op batches) of the judge's clock; the fastest counts
+CLOCK_BATCHES = 3  # rounds of the judge's clock (no-op batch, batch, the judge's draws); the lowest counts
 WALL_FIRST_CALLS = 1
 WALL_MAX_CALLS = 4096
 WALL_HELD_BYTES = 1 << 30

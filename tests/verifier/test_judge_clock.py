@@ -39,10 +39,12 @@ class FakeRunner:
 
     def __init__(self, clock: FakeClock, call_ms: float, draw_ms: float = 0.03, trip_ms: float = 0.1,
                  noop_extra_ms: float = 0.0, lazy: bool = False, late: bool = False,
-                 timer_ms: list[float] | None = None) -> None:
+                 timer_ms: list[float] | None = None, contention_ms: list[float] | None = None) -> None:
         self.clock, self.call_ms, self.draw_ms, self.trip_ms = clock, call_ms, draw_ms, trip_ms
         self.noop_extra_ms, self.lazy, self.late = noop_extra_ms, lazy, late
         self.timer_ms = list(timer_ms or [])
+        self.contention_ms = list(contention_ms or [])  # per call, round by round (a round opens with a no-op batch)
+        self.round = 0
         self.held: list[torch.Tensor] = []
         self.kept: list[torch.Tensor] = []
         self.asked: list[str] = []
@@ -50,6 +52,10 @@ class FakeRunner:
 
     def _spend(self, ms: float) -> None:
         self.clock.now += ms / 1e3
+
+    def contention(self) -> float:
+        """Other processes' share of every call's wait in this round (ms a call)."""
+        return self.contention_ms[self.round - 1] if 1 <= self.round <= len(self.contention_ms) else 0.0
 
     def ask(self, op: str, **f: Any) -> dict[str, Any]:
         self.asked.append(op)
@@ -62,6 +68,8 @@ class FakeRunner:
             return {}
         if op == "run_wall":
             n, seed = f["count"], f["seed"]
+            self.round += 1 if f["noop"] and n else 0
+            self._spend(n * self.contention())
             if f["noop"]:
                 self._spend(n * (self.draw_ms + self.noop_extra_ms))
                 return {"checksums": [0.0] * n}
@@ -75,8 +83,8 @@ class FakeRunner:
                 self.kept = self.held
             self.held = []
             reply = {"kept": [[i, {"tensor": self.kept[i]}] for i in f["indices"] if i < len(self.kept)]}
-            if f["release"]:
-                self.kept = []
+            if f["release"]:  # the clock's last request: the other processes' work ends with it
+                self.kept, self.round = [], len(self.contention_ms) + 1
             return reply
         raise AssertionError(op)
 
@@ -125,6 +133,16 @@ def test_a_no_op_batch_made_slow_cannot_hide_the_candidates_time(clock: FakeCloc
     assert est.overhead_ms <= timing.DRAW_SLACK * est.draw_ms + 0.001
 
 
+def test_other_work_on_the_gpu_is_taken_off_round_by_round(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Time slices of other processes weigh on every call of a round, the judge's own draws as much:
+    each round's cost is taken beside its batch, so a round contended throughout costs nothing extra."""
+    fake = FakeRunner(clock, call_ms=0.3, contention_ms=[10.0, 5.0, 8.0])
+    monkeypatch.setattr(judge_timing, "draw_ms", lambda target, seed, calls: 0.03 + fake.contention())
+    est = judge_clock(_link(fake), {}, 5000, _target())
+    assert est.per_call_ms == pytest.approx(0.3, rel=1e-3)
+    assert est.draw_ms >= 5.03  # the judge's draws were taken beside a contended batch, not after the rounds
+
+
 def test_lazy_calls_in_the_judges_batches_are_caught(clock: FakeClock) -> None:
     fake = FakeRunner(clock, call_ms=0.3, lazy=True)  # the work only in each batch's last call
     with pytest.raises(Rejected) as err:
@@ -133,7 +151,7 @@ def test_lazy_calls_in_the_judges_batches_are_caught(clock: FakeClock) -> None:
 
 
 def test_given_a_list_the_fastest_batch_is_checked_later_its_sums_at_once(clock: FakeClock) -> None:
-    """Under the timing lock the clock only loads the fastest batch's checked outputs and holds them
+    """Under the timing lock the clock only loads the counted batch's checked outputs and holds them
     to the runner's sums; their reference check waits (check_wall) until the lock is let go."""
     fake = FakeRunner(clock, call_ms=0.3, lazy=True)
     checks: list[judge_timing.WallCheck] = []

@@ -167,7 +167,7 @@ def test_an_outputs_sum_is_recognised_whatever_it_holds() -> None:
 def _logged_time_shape(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, log: list[str],
                        rejected_under_lock: bool = False, wrong_clock_output: bool = False) -> Any:
     """time_shape with its parts replaced by ones that log when they run: the lock, the candidate's
-    timing (one clock, whose fastest batch's check it leaves pending), the reference's timing, the
+    timing (one clock, whose counted batch's check it leaves pending), the reference's timing, the
     checks (a clock's and the kept outputs') and the kernel share."""
     import contextlib
 
@@ -214,7 +214,7 @@ def _logged_time_shape(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, log: list
 
 def test_the_timed_outputs_are_checked_after_the_timing_lock(no_cuda_sync: None, monkeypatch: pytest.MonkeyPatch,
                                                              tmp_path: Any) -> None:
-    """The timings hold the lock; the checks of the clock's fastest batch and of the kept outputs (on
+    """The timings hold the lock; the checks of the clock's counted batch and of the kept outputs (on
     the host by then) and the kernel share come after it, so the next candidate's timing need not
     wait for them."""
     log: list[str] = []

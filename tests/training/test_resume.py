@@ -25,7 +25,7 @@ def test_kill_and_resume_continues_the_same_run(tmp_path: Path, tiny_model_dir: 
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     common = ["--workdir", str(tmp_path), "--base-model", str(tiny_model_dir)]
     subprocess.run(_cli("curate", *common), check=True, env=env, capture_output=True)
-    train = _cli("train", *common, "--max-steps", "40", "--save-steps", "4", "--logging-steps", "1",
+    train = _cli("train", *common, "--max-steps", "16", "--save-steps", "4", "--logging-steps", "1",
                  "--per-device-train-batch-size", "1", "--max-length", "2048")
     proc = subprocess.Popen(train, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
@@ -44,8 +44,8 @@ def test_kill_and_resume_continues_the_same_run(tmp_path: Path, tiny_model_dir: 
     runs = client.search_runs([exp.experiment_id], filter_string="tags.`kernelwright.stage` = 'train'")
     assert [r.info.run_id for r in runs] == [first_id]
     steps = [m.step for m in client.get_metric_history(first_id, "loss")]
-    assert max(steps) == 40
-    assert str(last_complete_checkpoint(tmp_path / "train")).endswith("checkpoint-40")
+    assert max(steps) == 16
+    assert str(last_complete_checkpoint(tmp_path / "train")).endswith("checkpoint-16")
     assert (tmp_path / "train" / "final" / "config.json").is_file()
 
 
@@ -75,18 +75,24 @@ def test_changed_since_begun_names_what_differs(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_rerun_on_other_data_does_not_resume_the_old_run(tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_a_rerun_on_other_data_does_not_resume_the_old_run(tmp_path: Path, tiny_model_dir: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
     """The pipeline trains into <workdir>/train every time: when curation wrote other data since, a
-    rerun must not resume (and register) the old run's last checkpoint as if it were trained on it."""
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    rerun must not resume (and register) the old run's last checkpoint as if it were trained on it.
+    The commands run in this process (kill-and-resume above needs its own)."""
+    from kernelwright.cli import main
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     common = ["--workdir", str(tmp_path), "--base-model", str(tiny_model_dir)]
-    subprocess.run(_cli("curate", *common), check=True, env=env, capture_output=True)
-    train = _cli("train", *common, "--max-steps", "2", "--save-steps", "1", "--per-device-train-batch-size", "1",
-                 "--max-length", "1024", "--no-register")
-    subprocess.run(train, check=True, env=env, capture_output=True)
-    again = subprocess.run(train, env=env, capture_output=True, text=True)
-    assert again.returncode == 0, again.stderr  # the same data and settings: resumes (nothing left to do)
-    subprocess.run(_cli("curate", *common, "--max-length", "1500"), check=True, env=env, capture_output=True)
-    changed = subprocess.run(train, env=env, capture_output=True, text=True)
-    assert changed.returncode == 2
-    assert "kw.data_sha256" in changed.stderr and "other settings" in changed.stderr
+    assert main(["curate", *common]) == 0
+    train = ["train", *common, "--max-steps", "2", "--save-steps", "1", "--per-device-train-batch-size", "1",
+             "--max-length", "1024", "--no-register"]
+    assert main(train) == 0
+    capsys.readouterr()
+    assert main(train) == 0, capsys.readouterr().err  # the same data and settings: resumes (nothing left to do)
+    assert main(["curate", *common, "--max-length", "1500"]) == 0
+    capsys.readouterr()
+    assert main(train) == 2
+    err = capsys.readouterr().err
+    assert "kw.data_sha256" in err and "other settings" in err

@@ -48,7 +48,6 @@ class Checked:
 
 def reference_models(problem: ModuleType, shape: dict[str, Any], seed: int) -> tuple[Any, Any | None]:
     """The reference (weights from `seed`, as the runner builds ModelNew) and its float64 twin."""
-
     init = problem.get_init_inputs()
     warm = draw_check_inputs(problem, shape, seed, DISTRIBUTIONS[0])
     seed_all(seed)

@@ -228,7 +228,6 @@ class Runner:
             return {"rejected": reason, "detail": detail}
 
     def _model(self, req: dict[str, Any]) -> Any:
-
         key = json.dumps([req["shape"], req["init_seed"]], sort_keys=True)
         if key not in self.models:
             assert self.problem is not None and self.candidate is not None

@@ -82,13 +82,14 @@ def current_wait() -> Mode | None:
 
 
 @contextlib.contextmanager
-def spinning(enabled: bool = True) -> Iterator[None]:
-    """Spin while inside (the timing lock), then wait as before; `enabled` False: nothing changes."""
+def spinning() -> Iterator[None]:
+    """Spin while inside (the timing lock), then wait as before; where no mode was set (blocking waits
+    off), nothing changes."""
     before = _mode
-    if enabled and before is not None:
+    if before is not None:
         set_wait("spin")
     try:
         yield
     finally:
-        if enabled and before is not None:
+        if before is not None:
             set_wait(before)

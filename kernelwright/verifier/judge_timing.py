@@ -155,12 +155,13 @@ def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget
             break
         calls = grown
     empty = min(batch(True, 0)[0] for _ in range(3))  # the channel's round trip
-    draw_ms(target, next(bases), min(calls, 4))  # the judge's draws warm before any is taken
+    writer = OutputWriter.of_form(target.like)  # the judge's own no-op candidate, made once
+    draw_ms(writer, target, next(bases), min(calls, 4))  # the judge's draws warm before any is taken
     best, best_base, claimed = WallEstimate(math.inf), 0, list[Any]()
     for _ in range(CLOCK_BATCHES):  # each round's cost per call subtracted from its own batch
         noop = batch(True, calls)[0]
         ms, base, sums = batch(False, calls)
-        draw = draw_ms(target, next(bases), calls)
+        draw = draw_ms(writer, target, next(bases), calls)
         overhead = min(noop / calls, DRAW_SLACK * draw + empty / calls)
         estimate = WallEstimate(max(ms / calls - overhead, 0.0), calls, ms, overhead, draw)
         faster = estimate.per_call_ms < best.per_call_ms
@@ -175,13 +176,12 @@ def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget
     return best
 
 
-def draw_ms(target: ClockTarget, seed: int, calls: int) -> float:
+def draw_ms(writer: OutputWriter, target: ClockTarget, seed: int, calls: int) -> float:
     """The judge's own cost (ms per call) of what a no-op batch does per call: draw the call's
-    inputs, call the no-op candidate (OutputWriter) on them and sum its output on the host, over
+    inputs, call the no-op candidate (`writer`) on them and sum its output on the host, over
     `calls` calls."""
     import torch
 
-    writer = OutputWriter(torch.zeros(target.like["shape"], dtype=getattr(torch, target.like["dtype"]), device="cuda"))
     torch.cuda.synchronize()
     start = time.perf_counter()
     for i in range(calls):

@@ -153,11 +153,8 @@ class Runner:
         return reply
 
     def prepare_wall(self, req: dict[str, Any]) -> dict[str, Any]:
-        import torch
-
         self.wall_model, self.wall_shape = self._model(req), req["shape"]
-        like = req["like"]
-        self.wall_like = OutputWriter(torch.zeros(like["shape"], dtype=getattr(torch, like["dtype"]), device="cuda"))
+        self.wall_like = OutputWriter.of_form(req["like"])
         self.wall_held, self.wall_kept = [], []
         return {}
 

@@ -181,6 +181,13 @@ class OutputWriter:
 
         self.module = _Writer()
 
+    @classmethod
+    def of_form(cls, form: dict[str, Any]) -> OutputWriter:
+        """The writer of an output of `form` (its `shape` and `dtype` name, as the judge sends them), on the GPU."""
+        import torch
+
+        return cls(torch.zeros(form["shape"], dtype=getattr(torch, form["dtype"]), device="cuda"))
+
     def __call__(self, *args: Any) -> Any:
         return self.module(*args)
 

@@ -100,9 +100,10 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     monkeypatch.setattr(judge_timing, "time", SimpleNamespace(perf_counter=fake.perf_counter))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     monkeypatch.setattr(judge_timing, "draw_on_device", lambda problem, shape, seed: [torch.full((4,), float(seed))])
+    monkeypatch.setattr(judge_timing.OutputWriter, "of_form", lambda form: None)
     monkeypatch.setattr(judge_timing, "load_output", lambda header, outbox, device="cuda": header["tensor"])
     monkeypatch.setattr(judge_timing, "form_failure", lambda out, ref: None)  # CPU tensors here
-    monkeypatch.setattr(judge_timing, "draw_ms", lambda target, seed, calls: 0.03)  # the judge's own draws
+    monkeypatch.setattr(judge_timing, "draw_ms", lambda writer, target, seed, calls: 0.03)  # the judge's own draws
     return fake
 
 
@@ -137,7 +138,7 @@ def test_other_work_on_the_gpu_is_taken_off_round_by_round(clock: FakeClock, mon
     """Time slices of other processes weigh on every call of a round, the judge's own draws as much:
     each round's cost is taken beside its batch, so a round contended throughout costs nothing extra."""
     fake = FakeRunner(clock, call_ms=0.3, contention_ms=[10.0, 5.0, 8.0])
-    monkeypatch.setattr(judge_timing, "draw_ms", lambda target, seed, calls: 0.03 + fake.contention())
+    monkeypatch.setattr(judge_timing, "draw_ms", lambda writer, target, seed, calls: 0.03 + fake.contention())
     est = judge_clock(_link(fake), {}, 5000, _target())
     assert est.per_call_ms == pytest.approx(0.3, rel=1e-3)
     assert est.draw_ms >= 5.03  # the judge's draws were taken beside a contended batch, not after the rounds

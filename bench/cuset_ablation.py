@@ -1,8 +1,8 @@
 """The ablation table over training modes and held-out suites: means and spread across seeds, and
 whether each mode beats plain beyond it.
 
-    PYTHONPATH=. .venv/bin/python bench/cuset_ablation.py WORKDIR [--json out.json] [--png out.png] \
-        [--markdown out.md] [--tracking-uri URI]
+    PYTHONPATH=. .venv/bin/python bench/cuset_ablation.py WORKDIR [WORKDIR ...] [--json out.json] \
+        [--png out.png] [--markdown out.md] [--tracking-uri URI]
 
 WORKDIR is what `scripts/ablation_gpu.sh` or `scripts/kernel_model_gpu.sh` filled:
 `evaluate-seed<S>-<mode>[-<suite>]/results.json` (a `.done` file marks a finished one) and, from the
@@ -12,6 +12,11 @@ pairs). Modes and suites are read from the folder names: plain is the baseline, 
 plain, region, cuset, cusetSoft, cusetA, then any other; a folder without a suite suffix belongs to the
 suite `seed` (the held-out seed tasks, as the NLL rows do), then come `synth` (held-out
 compositions), `infill` (held-out infill tasks) and any other.
+
+Several WORKDIRs are one table: each a run of the recipe with seeds of its own (e.g. one seed of every
+mode per run, each run pretraining its own base), so a seed's modes share a base and the per-seed
+differences stay paired. A seed that two of them hold for the same mode and figure is an error: two
+runs with the same SEEDS cannot be told apart.
 
 Rows per (suite, figure): the NLL figures, compile_rate, fast_0, fast_1, own.fast_0, own.fast_1 and,
 for infill suites, `infill.<kind>.compile_rate` and `.correct_rate` per region kind. Each cell holds
@@ -42,6 +47,7 @@ import argparse
 import json
 import re
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,6 +178,26 @@ def read_runs(workdir: Path) -> Runs:
     return runs
 
 
+class SeedClash(ValueError):
+    """Two work folders hold the same seed of a mode's figure."""
+
+
+def read_all(workdirs: Sequence[Path]) -> Runs:
+    """read_runs over several work folders, one table: each seed of a mode's figure from one folder only."""
+    runs: Runs = {}
+    origin: dict[tuple[str, str, str, int], Path] = {}
+    for workdir in workdirs:
+        for (suite, figure), cells in read_runs(workdir).items():
+            for mode, cell in cells.items():
+                for seed, value in cell.values.items():
+                    first = origin.setdefault((suite, figure, mode, seed), workdir)
+                    if first != workdir:
+                        raise SeedClash(f"seed {seed} of {mode} ({suite} {figure}) is in both {first} and {workdir}:"
+                                        " give each run of the recipe seeds of its own")
+                    _put(runs, suite, figure, mode, seed, value, cell.counts.get(seed))
+    return runs
+
+
 def _figure_order(suite_figures: set[str]) -> list[str]:
     kinds = {m[1] for f in suite_figures if (m := INFILL_KEY.fullmatch(f))}
     infill = [f"infill.{k}.{f}" for k in _ordered(kinds, KIND_ORDER) for f in INFILL_FIGURES]
@@ -206,9 +232,10 @@ def compare(suite: str, figure: str, cells: dict[str, Cell]) -> Row:
     return Row(suite, figure, "tokens" if figure in NLL_FIGURES else "samples", ordered, diffs, verdicts)
 
 
-def table(workdir: Path) -> list[Row]:
-    """Every (suite, figure) row that some mode has a value of, suites then figures in order."""
-    runs = read_runs(workdir)
+def table(*workdirs: Path) -> list[Row]:
+    """Every (suite, figure) row that some mode has a value of, suites then figures in order, over the
+    seeds of every work folder."""
+    runs = read_all(workdirs)
     rows = []
     for suite in _ordered({s for s, _ in runs}, SUITE_ORDER):
         for figure in _figure_order({f for s, f in runs if s == suite}):
@@ -358,15 +385,19 @@ def log_parent(rows: list[Row], tracking_uri: str, files: list[Path]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("workdir", type=Path)
+    ap.add_argument("workdirs", type=Path, nargs="+", metavar="WORKDIR")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--png", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
     ap.add_argument("--tracking-uri", default=None)
     args = ap.parse_args()
-    rows = table(args.workdir)
+    try:
+        rows = table(*args.workdirs)
+    except SeedClash as e:
+        raise SystemExit(str(e)) from None
     if not rows:
-        raise SystemExit(f"{args.workdir}: no heldout_nll.json and no finished evaluate-seed*-* folder")
+        folders = ", ".join(map(str, args.workdirs))
+        raise SystemExit(f"{folders}: no heldout_nll.json and no finished evaluate-seed*-* folder")
     text = markdown(rows)
     print(text, end="")
     written: list[Path] = []

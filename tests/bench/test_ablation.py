@@ -248,3 +248,28 @@ def test_outputs_and_parent_run_of_four_modes(tmp_path: Path, monkeypatch: pytes
     assert metrics["cusetA.synth/compile_rate.mean"] == pytest.approx(0.05)
     assert metrics["region.infill/infill.index_guard.correct_rate.count"] == 5
     assert {a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id)} == {"t.json", "t.md", "t.png"}
+
+
+def _one_seed_run(work: Path, seed: int, rates: dict[str, float]) -> Path:
+    """A run of the recipe with one seed of each mode, as one device lease holds."""
+    for mode, rate in rates.items():
+        _results(work / f"evaluate-seed{seed}-{mode}-synth", {"compile_rate": rate, "samples": 30})
+    return work
+
+
+def test_runs_of_one_seed_each_make_one_table(tmp_path: Path) -> None:
+    runs = [_one_seed_run(tmp_path / f"run{s}", s, {"plain": 0.2 + s / 10, "cuset": 0.25 + s / 10}) for s in (0, 1, 2)]
+    row = next(r for r in ablation.table(*runs) if r.figure == "compile_rate")
+    assert row.plain.values == pytest.approx({0: 0.2, 1: 0.3, 2: 0.4}) and row.plain.count == 90
+    assert row.paired_diff == pytest.approx({0: 0.05, 1: 0.05, 2: 0.05})  # paired within each run
+    assert row.verdicts["cuset"] == ablation.WITHIN  # better on every seed, yet not beyond the spread
+
+
+def test_a_seed_held_by_two_runs_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _one_seed_run(tmp_path / "a", 0, {"plain": 0.2})
+    second = _one_seed_run(tmp_path / "b", 0, {"plain": 0.3})
+    with pytest.raises(ablation.SeedClash, match="seed 0 of plain .* both .*a and .*b"):
+        ablation.table(first, second)
+    monkeypatch.setattr(sys, "argv", ["cuset_ablation.py", str(first), str(second)])
+    with pytest.raises(SystemExit, match="seeds of its own"):
+        ablation.main()

@@ -13,10 +13,8 @@ plain, region, cuset, cusetSoft, cusetA, then any other; a folder without a suit
 suite `seed` (the held-out seed tasks, as the NLL rows do), then come `synth` (held-out
 compositions), `infill` (held-out infill tasks) and any other.
 
-Several WORKDIRs are one table: each a run of the recipe with seeds of its own (e.g. one seed of every
-mode per run, each run pretraining its own base), so a seed's modes share a base and the per-seed
-differences stay paired. A seed that two of them hold for the same mode and figure is an error: two
-runs with the same SEEDS cannot be told apart.
+Several WORKDIRs make one table: each a run of the recipe (its own base) with seeds of its own, so the
+per-seed differences stay paired within a run; a seed two runs both hold is an error.
 
 Rows per (suite, figure): the NLL figures, compile_rate, fast_0, fast_1, own.fast_0, own.fast_1 and,
 for infill suites, `infill.<kind>.compile_rate` and `.correct_rate` per region kind. Each cell holds

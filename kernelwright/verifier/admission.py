@@ -42,6 +42,7 @@ from types import ModuleType
 from typing import Any
 
 from kernelwright import atomic, jsontext
+from kernelwright.verifier.seeding import seed_all
 from kernelwright.verifier.timing import TIMED_MEMORY_BYTES
 
 # The reference's peak is measured in float32 alone; a candidate's judge also holds the float64 twin
@@ -280,7 +281,7 @@ def reference_peak(problem: ModuleType, shapes: list[dict[str, Any]], seed: int)
     torch.cuda.reset_peak_memory_stats()
     with torch.no_grad():
         for shape in shapes:
-            torch.manual_seed(seed)
+            seed_all(seed)
             model = problem.Model(*problem.get_init_inputs()).cuda().eval()
             out = model(*draw_check_inputs(problem, shape, seed, DISTRIBUTIONS[0]))
             del model, out

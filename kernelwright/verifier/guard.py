@@ -43,7 +43,8 @@ HARNESS_MODULES = ("kernelwright.verifier.runner", "kernelwright.verifier.channe
                    "kernelwright.verifier.timer", "kernelwright.verifier.timing", "kernelwright.verifier.profiling",
                    "kernelwright.verifier.tolerance", "kernelwright.verifier.error_shape",
                    "kernelwright.verifier.sandbox", "kernelwright.verifier.seccomp", "kernelwright.verifier.runner_uid",
-                   "kernelwright.verifier.build_failure", "kernelwright.verifier.gpu_wait")
+                   "kernelwright.verifier.build_failure", "kernelwright.verifier.gpu_wait",
+                   "kernelwright.verifier.seeding")
 
 
 def _harness_modules() -> list[tuple[str, ModuleType]]:

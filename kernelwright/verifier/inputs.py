@@ -15,19 +15,10 @@ from types import ModuleType
 from typing import Any
 
 from kernelwright.verifier.error_shape import APPROXIMATION, LOWER, OTHER_FUNCTION, error_kind
+from kernelwright.verifier.seeding import seed_all
 from kernelwright.verifier.tolerance import FP64, Judgement, judge
 
 DISTRIBUTIONS = ("default", "signed", "heavy_tailed", "small")
-
-
-def seed_all(seed: int) -> None:
-    """torch's CPU and CUDA generators seeded, as torch.manual_seed seeds them, without its calls for
-    devices no judge uses: each of those, on a device never started, records a stack trace (about 1
-    ms, a few hundred times a candidate in the judge and as many in the runner)."""
-    import torch
-
-    torch.random.default_generator.manual_seed(seed)
-    torch.cuda.manual_seed_all(seed)
 
 
 def draw_inputs(problem: ModuleType, shape: dict[str, Any], seed: int, dist: str) -> list[Any]:

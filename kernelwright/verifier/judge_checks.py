@@ -21,10 +21,11 @@ from typing import Any
 
 from kernelwright.verifier.channel import ChannelBroken, Described, RunnerGone, field, load_output
 from kernelwright.verifier.fan_in import cached_fan_in, estimate_fan_in
-from kernelwright.verifier.inputs import DISTRIBUTIONS, clone, compare, draw_check_inputs, seed_all
+from kernelwright.verifier.inputs import DISTRIBUTIONS, clone, compare, draw_check_inputs
 from kernelwright.verifier.isolation import Rejected
 from kernelwright.verifier.kb_view import DEFERRABLE, Deferred, kb_close
 from kernelwright.verifier.link import Link, RunnerRejected
+from kernelwright.verifier.seeding import seed_all
 from kernelwright.verifier.spec import Spec
 from kernelwright.verifier.tolerance import TimedBound, fp64_output, fp64_twin
 from kernelwright.verifier.verdict import Verdict

@@ -42,7 +42,7 @@ from kernelwright.verifier.channel import RunnerEnd, save_output
 from kernelwright.verifier.gpu_wait import driver as gpu_wait_driver
 from kernelwright.verifier.gpu_wait import set_wait
 from kernelwright.verifier.guard import HarnessGuard
-from kernelwright.verifier.inputs import clone, draw_check_inputs, draw_inputs, poison, seed_all
+from kernelwright.verifier.inputs import clone, draw_check_inputs, draw_inputs, poison
 from kernelwright.verifier.isolation import (
     BUILD_PATHS,
     Rejected,
@@ -57,6 +57,7 @@ from kernelwright.verifier.profiling import profiled_kernels, profiler_started_a
 from kernelwright.verifier.runner_uid import limit_tasks
 from kernelwright.verifier.sandbox import confine, die_with_parent
 from kernelwright.verifier.seccomp import deny_reaching_out
+from kernelwright.verifier.seeding import seed_all
 from kernelwright.verifier.timer import Timer
 from kernelwright.verifier.timing import (
     OutputWriter,

@@ -66,6 +66,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from kernelwright.verifier.seeding import seed_all
+
 FP64 = "fp64_relative"
 ALLCLOSE = "fp32_allclose"
 EXACT = "exact"
@@ -314,7 +316,7 @@ def fp64_twin(problem: ModuleType, init: list[Any], ref: Any, seed: int, warm: l
     import torch
 
     try:
-        torch.manual_seed(seed)
+        seed_all(seed)
         twin = problem.Model(*init).to(device)
         twin.load_state_dict(ref.state_dict())
         twin = twin.double().eval()

@@ -25,6 +25,7 @@ from kernelwright.verifier import (
     runner_uid,
     sandbox,
     seccomp,
+    seeding,
     spec,
     timer,
     timing,
@@ -93,7 +94,7 @@ HARNESS_FUNCTIONS = [(runner, "serve"), (channel, "save_output"), (spec, "Progre
                      (inputs, "poison"), (guard_module, "_nn_classes"), (timer, "_cudart"), (timing, "median_ms"),
                      (profiling, "profiled_kernels"), (tolerance, "judge"), (error_shape, "error_kind"),
                      (sandbox, "confine"), (seccomp, "deny_reaching_out"), (runner_uid, "limit_tasks"),
-                     (build_failure, "build_failure"), (gpu_wait, "set_wait")]
+                     (build_failure, "build_failure"), (gpu_wait, "set_wait"), (seeding, "seed_all")]
 HARNESS_IDS = [mod.__name__.rsplit(".", 1)[-1] for mod, _ in HARNESS_FUNCTIONS]
 
 

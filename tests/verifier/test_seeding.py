@@ -1,4 +1,4 @@
-"""The judge's and runner's seeding (inputs.seed_all): the draws torch.manual_seed gives, without
+"""The judge's and runner's seeding (seeding.seed_all): the draws torch.manual_seed gives, without
 its calls for devices no judge uses (each records a stack trace where that device never started)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelwright.verifier.inputs import seed_all
+from kernelwright.verifier.seeding import seed_all
 
 
 def test_seed_all_draws_what_torch_manual_seed_draws(monkeypatch: pytest.MonkeyPatch) -> None:

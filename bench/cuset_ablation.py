@@ -1,42 +1,23 @@
 """The ablation table over training modes and held-out suites: means and spread across seeds, and
-whether each mode beats plain beyond it.
+whether each mode beats plain beyond it (docs/training.md, "The ablation table").
 
     PYTHONPATH=. .venv/bin/python bench/cuset_ablation.py WORKDIR [WORKDIR ...] [--json out.json] \
         [--png out.png] [--markdown out.md] [--tracking-uri URI]
 
-WORKDIR is what `scripts/ablation_gpu.sh` or `scripts/kernel_model_gpu.sh` filled:
-`evaluate-seed<S>-<mode>[-<suite>]/results.json` (a `.done` file marks a finished one) and, from the
-first, `heldout_nll.json` (the token-level NLL of every trained version on the held-out seed tasks,
-CUDA-sensitive vs other tokens; `heldout_nll_<suite>.json` the same on another suite's held-out
-pairs). Modes and suites are read from the folder names: plain is the baseline, the order is
-plain, region, cuset, cusetSoft, cusetA, then any other; a folder without a suite suffix belongs to the
-suite `seed` (the held-out seed tasks, as the NLL rows do), then come `synth` (held-out
-compositions), `infill` (held-out infill tasks) and any other.
-
-Several WORKDIRs make one table: each a run of the recipe (its own base) with seeds of its own, so the
+A WORKDIR is what `scripts/ablation_gpu.sh` or `scripts/kernel_model_gpu.sh` filled: finished
+(`.done`) `evaluate-seed<S>-<mode>[-<suite>]/results.json` and `heldout_nll[_<suite>].json`. Modes
+and suites come from the folder names (no suite suffix: `seed`, the held-out seed tasks). Several
+WORKDIRs make one table: each a run of the recipe (its own base) with seeds of its own, so the
 per-seed differences stay paired within a run; a seed two runs both hold is an error.
 
 Rows per (suite, figure): the NLL figures, compile_rate, fast_0, fast_1, own.fast_0, own.fast_1 and,
-for infill suites, `infill.<kind>.compile_rate` and `.correct_rate` per region kind. Each cell holds
-every seed's value; per mode: the mean, the sample standard deviation across seeds, the range and
-what the figure is over (samples: `samples` or `infill.<kind>.n` summed over the seeds; tokens for
-the NLL rows). A version whose evaluation did not finish is left out of its rows.
-
-Per seed, each mode minus plain. A mode "wins beyond the spread" on a figure only when its worst
-seed beats plain's best (lower NLL, higher rates) and "loses beyond the spread" when the reverse
-holds, both only with at least two seeds on each side ("one seed: no spread" otherwise); else "within
-the spread" ("not compared" where one side has no value).
-
-Outputs: the markdown (stdout, `--markdown`) is one table per suite with a line per (figure, mode);
-`--json` a record per row (every seed's value and count, mean, sd, range, minus plain, verdicts);
-`--png` one panel per suite, a bar per mode at its mean and a dot per seed.
-
-With `--tracking-uri` (the ablation's store, e.g. sqlite:///WORKDIR/mlflow.db), one parent run
-`cuset-ablation` gets the table, the figure, metrics `<mode>.<name>.mean|std|count` and tags
-`result.<name>` (the modes beyond the spread) and `result.<mode>.<name>`, where <name> is the figure,
-prefixed `<suite>/` outside the suite `seed` (so the two-mode names stay); the store's top-level
-`train-ablation`, `train`, `heldout-nll`, `generate` and `evaluate` runs become its children, so the
-whole ablation sits under one run.
+for infill suites, `infill.<kind>.compile_rate` and `.correct_rate` per region kind; per mode the
+mean, sample sd and range over seeds and what it is over (samples or tokens), per seed the mode
+minus plain. A mode wins (loses) beyond the spread when its worst seed beats plain's best (the
+reverse), with two seeds a side at least. Outputs: markdown (stdout, `--markdown`), `--json` a
+record per row, `--png` panels per suite (NLL on a log axis, rates from 0), and with
+`--tracking-uri` one `cuset-ablation` parent run (metrics `<mode>.<name>.mean|std|count`, tags
+`result.<name>` and `result.<mode>.<name>`) with the store's ablation runs as its children.
 """
 
 from __future__ import annotations
@@ -288,38 +269,53 @@ def record(r: Row) -> dict[str, Any]:
             "modes": cells, "minus_plain": r.diffs, "vs_plain": r.verdicts}
 
 
+def panels(rows: list[Row]) -> list[tuple[str, bool, list[Row]]]:
+    """The figure's panels: per suite, its NLL rows (log scale: masked tokens sit 100x above the rest) and
+    its rates, as (suite, is_nll, rows), those with rows."""
+    out = []
+    for suite in suites(rows):
+        for nll in (True, False):
+            part = [r for r in rows if r.suite == suite and (r.figure in LOWER_IS_BETTER) == nll]
+            out += [(suite, nll, part)] if part else []
+    return out
+
+
 def plot(rows: list[Row], dest: Path) -> Path:
-    """One panel per suite: per figure, a bar per mode at its mean over seeds, each seed a dot."""
+    """A panel per suite and kind (NLL on a log axis, rates from 0): per figure, a bar per mode at its mean
+    over seeds, each seed a dot."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    names, all_modes = suites(rows), modes(rows)
-    widest = max(sum(r.suite == s for r in rows) for s in names)
-    fig, axes = plt.subplots(len(names), 1, figsize=(max(6.0, 0.9 * widest + 1.5), 3.6 * len(names) + 0.4),
+    parts, all_modes = panels(rows), modes(rows)
+    widest = max(len(part) for _, _, part in parts)
+    fig, axes = plt.subplots(len(parts), 1, figsize=(max(6.0, 0.9 * widest + 1.5), 3.2 * len(parts) + 0.4),
                              squeeze=False)
-    for ax, suite in zip(axes[:, 0], names, strict=True):
-        suite_rows = [r for r in rows if r.suite == suite]
-        here = [m for m in all_modes if any(m in r.cells for r in suite_rows)]
+    for ax, (suite, nll, part) in zip(axes[:, 0], parts, strict=True):
+        here = [m for m in all_modes if any(m in r.cells for r in part)]
         width = 0.8 / len(here)
         for j, mode in enumerate(here):
-            xs = [i + (j - (len(here) - 1) / 2) * width for i in range(len(suite_rows))]
-            cells = [r.cells.get(mode, Cell({})) for r in suite_rows]
+            xs = [i + (j - (len(here) - 1) / 2) * width for i in range(len(part))]
+            cells = [r.cells.get(mode, Cell({})) for r in part]
             ax.bar([x for x, c in zip(xs, cells, strict=True) if c.mean is not None],
                    [c.mean for c in cells if c.mean is not None], width=width * 0.9,
                    color=COLOURS.get(mode, "#bbbbbb"), edgecolor="#555555", linewidth=0.4)
             for x, c in zip(xs, cells, strict=True):
                 ax.scatter([x] * len(c.values), list(c.values.values()), color="black", s=8, zorder=3)
-        top = max((v for r in suite_rows for c in r.cells.values() for v in c.values.values()), default=0.0)
-        ax.set_ylim(0.0, max(0.1, 1.1 * top))  # from 0, so that all-zero figures read as zero
-        labels = [r.figure.removeprefix("infill.") + (" (lower better)" if r.figure in LOWER_IS_BETTER else "")
-                  for r in suite_rows]
-        ax.set_xticks(range(len(suite_rows)), labels, rotation=35, ha="right", fontsize=7)
-        ax.set_xlim(-0.6, len(suite_rows) - 0.4)
+        values = [v for r in part for c in r.cells.values() for v in c.values.values()]
+        if nll and min(values, default=0.0) > 0:
+            ax.set_yscale("log")
+        else:  # from 0, so that all-zero figures read as zero
+            ax.set_ylim(0.0, max(0.1, 1.1 * max(values, default=0.0)))
+        labels = [r.figure.removeprefix("infill.") for r in part]
+        ax.set_xticks(range(len(part)), labels, rotation=35 if len(part) > 4 else 0, ha="right" if len(part) > 4
+                      else "center", fontsize=7)
+        ax.set_xlim(-0.6, max(len(part), 3) - 0.4)
         ax.tick_params(axis="y", labelsize=7)
-        ax.set_title(f"{suite}: {SUITE_NAMES.get(suite, suite)}", fontsize=9)
+        what = "NLL per token, lower better (log scale)" if nll else "rates"
+        ax.set_title(f"{suite}: {SUITE_NAMES.get(suite, suite)}, {what}", fontsize=9)
     handles = [Patch(facecolor=COLOURS.get(m, "#bbbbbb"), edgecolor="#555555", label=m) for m in all_modes]
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.985 - 0.25 / fig.get_figheight()),
                ncols=len(all_modes), fontsize=8, frameon=False)

@@ -273,3 +273,13 @@ def test_a_seed_held_by_two_runs_is_named(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(sys, "argv", ["cuset_ablation.py", str(first), str(second)])
     with pytest.raises(SystemExit, match="seeds of its own"):
         ablation.main()
+
+
+def test_nll_rows_get_a_panel_of_their_own(tmp_path: Path) -> None:
+    work = _four_mode_workdir(tmp_path)
+    figures = {"nll_sensitive": 0.02, "nll_masked": 1.5}
+    nll = {f"/x/train-seed{s}/{m}/final": figures for s in (0, 1) for m in SYNTH_RATE}
+    (work / "heldout_nll_synth.json").write_text(json.dumps(nll))
+    parts = [(suite, is_nll, [r.figure for r in rows]) for suite, is_nll, rows in ablation.panels(ablation.table(work))]
+    assert [p[:2] for p in parts] == [("synth", True), ("synth", False), ("infill", False)]
+    assert parts[0][2] == ["nll_sensitive", "nll_masked"] and "compile_rate" in parts[1][2]

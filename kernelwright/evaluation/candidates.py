@@ -5,7 +5,9 @@ Problems come from a KernelBench-style folder (`--suite DIR`), kernelwright's ow
 `--suite infill:heldout`: infill_suite.py), or, by default, the held-out tasks of the seed corpus.
 Candidates are files:
 `DIR/<problem_id>/sample_<k>.py` (or `DIR/<problem_id>.py` for one sample); generated completions
-are written in that layout first, so any evaluation can be rerun from its `generations/` folder.
+are written in that layout first, so any evaluation can be rerun from its `generations/` folder. A
+folder that holds only the raw answers (`completions.json`, e.g. kept without the files) has its
+candidate files written again from them (`from_completions`).
 """
 
 from __future__ import annotations
@@ -79,6 +81,31 @@ def candidates_from(folder: Path, problems: list[Problem], samples: int) -> list
     return out
 
 
+COMPLETIONS = "completions.json"
+
+
+def from_completions(folder: Path, problems: list[Problem], dest: Path) -> Path:
+    """The folder to read candidates from: `folder` itself when it holds candidate files (or no
+    `completions.json`), else `dest` with the candidate files written from `folder`'s raw answers as
+    generation writes them (an infill task's answer spliced into its partial file). Problems without
+    answers get no file (`no_candidate`)."""
+    raw_path = folder / COMPLETIONS
+    if not raw_path.is_file() or any(_sample_files(folder, p) for p in problems):
+        return folder
+    try:
+        raw = json.loads(raw_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UsageError(f"{raw_path}: not readable as JSON ({e})") from None
+    if not isinstance(raw, dict) or not all(
+            isinstance(v, list) and all(isinstance(t, str) for t in v) for v in raw.values()):
+        raise UsageError(f"{raw_path}: expected an object of problem id -> list of completion texts")
+    answered = [p for p in problems if p.id in raw]
+    if not answered:
+        raise UsageError(f"{raw_path}: answers none of the {len(problems)} problems (another suite's answers?)")
+    write_generations(dest, answered, [raw[p.id] for p in answered])
+    return dest
+
+
 def write_generations(folder: Path, problems: list[Problem], completions: list[list[str]]) -> None:
     """Each completion's candidate file (its code: the fenced block, else the raw text; an infill task's
     partial with it spliced in) as `<problem_id>/sample_<k>.py`, and the raw completions beside them in
@@ -88,4 +115,4 @@ def write_generations(folder: Path, problems: list[Problem], completions: list[l
         raw[problem.id] = texts
         for k, text in enumerate(texts):
             atomic.write_text(folder / problem.id / f"sample_{k}.py", candidate_text(problem, text))
-    atomic.write_text(folder / "completions.json", json.dumps(raw, indent=1))
+    atomic.write_text(folder / COMPLETIONS, json.dumps(raw, indent=1))

@@ -44,7 +44,7 @@ from kernelwright import atomic, jsontext
 from kernelwright.base_model.perplexity import heldout_perplexity
 from kernelwright.config import config_record, config_to_params
 from kernelwright.errors import UsageError
-from kernelwright.evaluation.candidates import candidates_from, select_problems, write_generations
+from kernelwright.evaluation.candidates import candidates_from, from_completions, select_problems, write_generations
 from kernelwright.evaluation.checking import Row, Verifier, check_candidates
 from kernelwright.evaluation.config import EvaluateConfig
 from kernelwright.evaluation.gate import GateDecision, gate_evaluation
@@ -254,7 +254,9 @@ def run_evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
     else:
         record = read_generation_record(plan.generations)
     generated = time.perf_counter()
-    cands = candidates_from(plan.generations, plan.problems, cfg.samples)
+    folder = plan.generations if plan.generate else from_completions(plan.generations, plan.problems,
+                                                                      plan.out / "generations")
+    cands = candidates_from(folder, plan.problems, cfg.samples)
     jobs = cfg.jobs or os.cpu_count() or 1
     with verification(cfg, verifier) as (verify, gpu, reason):
         rows = check_candidates(cands, verify_config(cfg, workdir), jobs, gpu, verify, reason,

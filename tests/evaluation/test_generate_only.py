@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from kernelwright.cli import main
+from kernelwright.errors import UsageError
 from kernelwright.evaluation import stage
-from kernelwright.evaluation.candidates import candidates_from, select_problems
+from kernelwright.evaluation.candidates import candidates_from, from_completions, select_problems
 from kernelwright.evaluation.registry import EXTERNAL_SAMPLING, sampling_scope
 from kernelwright.evaluation.stage import (
     GENERATION_RECORD,
@@ -63,3 +64,31 @@ def test_the_held_out_figure_can_be_left_out(tiny_model_dir: Path, tmp_path: Pat
             "--heldout-nll", "false", "--out", str(out), "--workdir", str(tmp_path / "kw")]
     assert main(argv) == 0
     assert json.loads((out / "generations" / GENERATION_RECORD).read_text())["heldout_bits_per_char"] is None
+
+
+def test_raw_answers_alone_are_checked_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generations folder kept as its completions.json only: the candidate files are written again
+    from it under the results folder, as generation wrote them, and checked."""
+    monkeypatch.setattr(stage, "cuda_available", lambda: False)
+    problems = select_problems(None, "test")
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    answers = {problems[0].id: ["```python\nimport torch\nclass ModelNew(torch.nn.Module):\n    pass\n```"],
+               problems[1].id: ["no code at all"]}
+    (kept / "completions.json").write_text(json.dumps(answers))
+    out = tmp_path / "eval"
+    report = run_evaluate(EvaluateConfig(generations=str(kept), out=str(out), workdir=str(tmp_path / "kw")))
+    written = out / "generations" / problems[0].id / "sample_0.py"
+    assert written.read_text().startswith("import torch\nclass ModelNew")  # the fenced block's code
+    by_problem = {r.problem_id: r for r in report.rows}
+    assert by_problem[problems[0].id].candidate == str(written)
+    assert by_problem[problems[2].id].candidate == ""  # no answer: no file
+    assert json.loads((out / "generations" / "completions.json").read_text()) == answers
+
+
+@pytest.mark.parametrize(("text", "match"), [("{oops", "not readable as JSON"), ('{"a": "b"}', "problem id -> list"),
+                                             ('{"elsewhere": ["x"]}', "answers none of the")])
+def test_unusable_raw_answers_are_named(tmp_path: Path, text: str, match: str) -> None:
+    (tmp_path / "completions.json").write_text(text)
+    with pytest.raises(UsageError, match=match):
+        from_completions(tmp_path, select_problems(None, "test"), tmp_path / "out")

@@ -10,14 +10,17 @@ and suites come from the folder names (no suite suffix: `seed`, the held-out see
 WORKDIRs make one table: each a run of the recipe (its own base) with seeds of its own, so the
 per-seed differences stay paired within a run; a seed two runs both hold is an error.
 
-Rows per (suite, figure): the NLL figures, compile_rate, fast_0, fast_1, own.fast_0, own.fast_1 and,
-for infill suites, `infill.<kind>.compile_rate` and `.correct_rate` per region kind; per mode the
-mean, sample sd and range over seeds and what it is over (samples or tokens), per seed the mode
-minus plain. A mode wins (loses) beyond the spread when its worst seed beats plain's best (the
-reverse), with two seeds a side at least. Outputs: markdown (stdout, `--markdown`), `--json` a
-record per row, `--png` panels per suite (NLL on a log axis, rates from 0), and with
-`--tracking-uri` one `cuset-ablation` parent run (metrics `<mode>.<name>.mean|std|count`, tags
-`result.<name>` and `result.<mode>.<name>`) with the store's ablation runs as its children.
+Rows per (suite, figure): the NLL figures (`nll_other` counts the masked tokens too;
+`nll_other_unmasked`, derived from the counts, leaves them out), compile_rate, fast_0, fast_1,
+own.fast_0, own.fast_1 and, for infill suites, `infill.<kind>.compile_rate` and `.correct_rate`
+per region kind; per mode the mean, sample sd and range over seeds and what it is over (samples
+or tokens), per seed the mode minus plain. A mode wins (loses) beyond the spread when its worst
+seed beats plain's best (the reverse), with two seeds a side at least.
+
+Outputs: markdown (stdout, `--markdown`), `--json` a record per row, `--png` panels per suite (NLL
+on a log axis, rates from 0; ablation_plot.py), and with `--tracking-uri` one `cuset-ablation`
+parent run (metrics `<mode>.<name>.mean|std|count`, tags `result.<name>` and
+`result.<mode>.<name>`) with the store's ablation runs as its children.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ MODE_ORDER = ("plain", "region", "cuset", "cusetSoft", "cusetA")
 SUITE_ORDER = ("seed", "synth", "infill")
 OLD_SUITE = "seed"  # the suite of folders without a suffix, and of the NLL rows
 SUITE_NAMES = {"seed": "held-out seed tasks", "synth": "held-out compositions", "infill": "held-out infill tasks"}
-NLL_FIGURES = ("nll_sensitive", "nll_other", "nll_masked")  # nll_masked: absent from older runs
+# nll_other counts the masked tokens too; nll_other_unmasked (derived) leaves them out; both absent from older runs
+NLL_FIGURES = ("nll_sensitive", "nll_other", "nll_other_unmasked", "nll_masked")
 EVAL_FIGURES = ("compile_rate", "fast_0", "fast_1", "own.fast_0", "own.fast_1")
 KIND_ORDER = ("index_guard", "reduction_loop", "smem_tiling", "launch_config")
 INFILL_FIGURES = ("compile_rate", "correct_rate")
@@ -46,8 +50,7 @@ ONE_SEED, NOT_COMPARED = "one seed: no spread", "not compared"
 SEED_MODE = re.compile(r"train-seed(\d+)/([^/]+)/final/?$")
 EVAL_DIR = re.compile(r"evaluate-seed(\d+)-([^-]+)(?:-([^-]+))?")
 INFILL_KEY = re.compile(r"infill\.([^.]+)\.(compile_rate|correct_rate)")
-COLOURS = {"plain": "#9bb7d4", "region": "#a8d5a2", "cuset": "#e0a36f", "cusetSoft": "#f2d28b",
-           "cusetA": "#c9a0dc"}
+
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,17 @@ def _put(runs: Runs, suite: str, figure: str, mode: str, seed: int, value: float
         cell.counts[seed] = int(count)
 
 
+def _unmasked_other(figures: dict[str, float]) -> dict[str, float]:
+    """The other tokens' NLL less the masked ones (which they include), where the counts allow."""
+    try:
+        other, masked = figures["tokens_other"], figures["tokens_masked"]
+        total = figures["nll_other"] * other - figures["nll_masked"] * masked
+    except KeyError:
+        return {}
+    rest = other - masked
+    return {"nll_other_unmasked": total / rest, "tokens_other_unmasked": rest} if rest > 0 else {}
+
+
 def read_runs(workdir: Path) -> Runs:
     """(suite, figure) -> mode -> cell, from heldout_nll.json and the finished evaluations."""
     runs: Runs = {}
@@ -137,6 +151,7 @@ def read_runs(workdir: Path) -> Runs:
             match = SEED_MODE.search(model)
             if match is None:
                 continue
+            figures = figures | _unmasked_other(figures)
             for f in NLL_FIGURES:
                 if f in figures:
                     tokens = figures.get(f.replace("nll_", "tokens_", 1))
@@ -281,50 +296,10 @@ def panels(rows: list[Row]) -> list[tuple[str, bool, list[Row]]]:
 
 
 def plot(rows: list[Row], dest: Path) -> Path:
-    """A panel per suite and kind (NLL on a log axis, rates from 0): per figure, a bar per mode at its mean
-    over seeds, each seed a dot."""
-    import matplotlib
+    """The figure (ablation_plot.py): a panel per suite and kind, a bar per mode at its mean, a dot per seed."""
+    from ablation_plot import plot_panels
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
-    parts, all_modes = panels(rows), modes(rows)
-    widest = max(len(part) for _, _, part in parts)
-    fig, axes = plt.subplots(len(parts), 1, figsize=(max(6.0, 0.9 * widest + 1.5), 3.2 * len(parts) + 0.4),
-                             squeeze=False)
-    for ax, (suite, nll, part) in zip(axes[:, 0], parts, strict=True):
-        here = [m for m in all_modes if any(m in r.cells for r in part)]
-        width = 0.8 / len(here)
-        for j, mode in enumerate(here):
-            xs = [i + (j - (len(here) - 1) / 2) * width for i in range(len(part))]
-            cells = [r.cells.get(mode, Cell({})) for r in part]
-            ax.bar([x for x, c in zip(xs, cells, strict=True) if c.mean is not None],
-                   [c.mean for c in cells if c.mean is not None], width=width * 0.9,
-                   color=COLOURS.get(mode, "#bbbbbb"), edgecolor="#555555", linewidth=0.4)
-            for x, c in zip(xs, cells, strict=True):
-                ax.scatter([x] * len(c.values), list(c.values.values()), color="black", s=8, zorder=3)
-        values = [v for r in part for c in r.cells.values() for v in c.values.values()]
-        if nll and min(values, default=0.0) > 0:
-            ax.set_yscale("log")
-        else:  # from 0, so that all-zero figures read as zero
-            ax.set_ylim(0.0, max(0.1, 1.1 * max(values, default=0.0)))
-        labels = [r.figure.removeprefix("infill.") for r in part]
-        ax.set_xticks(range(len(part)), labels, rotation=35 if len(part) > 4 else 0, ha="right" if len(part) > 4
-                      else "center", fontsize=7)
-        ax.set_xlim(-0.6, max(len(part), 3) - 0.4)
-        ax.tick_params(axis="y", labelsize=7)
-        what = "NLL per token, lower better (log scale)" if nll else "rates"
-        ax.set_title(f"{suite}: {SUITE_NAMES.get(suite, suite)}, {what}", fontsize=9)
-    handles = [Patch(facecolor=COLOURS.get(m, "#bbbbbb"), edgecolor="#555555", label=m) for m in all_modes]
-    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.985 - 0.25 / fig.get_figheight()),
-               ncols=len(all_modes), fontsize=8, frameon=False)
-    fig.suptitle("training modes per held-out suite: bar = mean over seeds, dots = seeds", fontsize=9, y=0.995)
-    fig.tight_layout(rect=(0.0, 0.0, 1.0, 1.0 - 0.55 / fig.get_figheight()))
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(dest, dpi=110)
-    plt.close(fig)
-    return dest
+    return plot_panels(panels(rows), modes(rows), dest, SUITE_NAMES)
 
 
 def summary(r: Row) -> str:

@@ -283,3 +283,14 @@ def test_nll_rows_get_a_panel_of_their_own(tmp_path: Path) -> None:
     parts = [(suite, is_nll, [r.figure for r in rows]) for suite, is_nll, rows in ablation.panels(ablation.table(work))]
     assert [p[:2] for p in parts] == [("synth", True), ("synth", False), ("infill", False)]
     assert parts[0][2] == ["nll_sensitive", "nll_masked"] and "compile_rate" in parts[1][2]
+
+
+def test_the_other_tokens_less_the_masked_ones(tmp_path: Path) -> None:
+    """The held-out 'other' tokens include the masked ones: their NLL apart is derived from the counts."""
+    nll = {"/x/train-seed0/plain/final": {"nll_other": 0.05, "tokens_other": 1000.0, "nll_masked": 2.0,
+                                          "tokens_masked": 10.0},
+           "/x/train-seed0/cuset/final": {"nll_other": 0.07, "tokens_other": 1000.0}}  # no masked count: none
+    (tmp_path / "heldout_nll_synth.json").write_text(json.dumps(nll))
+    row = next(r for r in ablation.table(tmp_path) if r.figure == "nll_other_unmasked")
+    assert row.plain.values == {0: pytest.approx((0.05 * 1000 - 2.0 * 10) / 990)} and row.plain.count == 990
+    assert "cuset" not in row.cells

@@ -306,6 +306,12 @@ for s in "${SEED_LIST[@]}"; do
     done
 done
 PARALLEL="$GEN_PARALLEL" side_by_side generate_version "${VERSIONS[@]}"
+# the checks, the longest first: an infill suite's answers mostly build and get timed (~400 s for 30 answers
+# against 140-220 s for the compositions, H200, 15 checks side by side), so started last they end last
+CHECKS=()
+for suite in infill synth; do
+    for v in "${VERSIONS[@]}"; do [ "${v##*-}" != "$suite" ] || CHECKS+=("$v"); done
+done
 # checks at once, and the judge's workers of each: the cores shared out among them. Every evaluation of the
 # compositions gates its version, one gate at a time (the registry's gate lock): each sees the champion the
 # last one left
@@ -321,7 +327,7 @@ heldout_nll() {  # teacher forcing of every version on the held-out pairs: a min
 }
 ( on_gpu 0; heldout_nll ) &  # beside the checks, which are the host's and the judge's work more than the GPU's
 NLL_PID=$!
-PARALLEL="$CHECK_PARALLEL" side_by_side check_version "${VERSIONS[@]}"
+PARALLEL="$CHECK_PARALLEL" side_by_side check_version "${CHECKS[@]}"
 wait_for "$NLL_PID"
 PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/cuset_ablation.py "$WORKDIR" \
     --json "$WORKDIR/cuset_ablation.json" --png "$WORKDIR/cuset_ablation.png" --markdown "$WORKDIR/cuset_ablation.md" \

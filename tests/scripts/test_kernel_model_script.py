@@ -1,8 +1,8 @@
 """scripts/kernel_model_gpu.sh's order of work, with a stand-in interpreter that records each kernelwright
 command and writes what the real one would (the script's own Python snippets run for real): each mode
 trains on its reading's data, every generation ends before any check starts, the checks run side by side
-(only the compositions' gate), the judge's workers are the cores shared out, jobs are spread over the GPUs
-given, no champion means no serve step, and a second run redoes nothing."""
+(the longest, infill, first; only the compositions' gate), the judge's workers are the cores shared out,
+jobs are spread over the GPUs given, no champion means no serve step, and a second run redoes nothing."""
 
 from __future__ import annotations
 
@@ -93,9 +93,8 @@ def test_the_recipes_order_of_work_gating_and_resumption(tmp_path: Path) -> None
     for kind, _ in calls:  # PARALLEL + 1 checks at a time (the gates themselves take turns: the registry's lock)
         running += {"check-start": 1, "check-end": -1}.get(kind, 0)
         assert running <= 4
-    first_infill = min(i for i, (k, a) in enumerate(calls) if k == "check-start" and "-infill:" in a)
-    last_synth = max(i for i, (k, a) in enumerate(calls) if k == "check-end" and a.endswith("-synth"))
-    assert first_infill < last_synth  # the infill checks run beside the compositions', not after them
+    suites = [a.split(":")[0].rsplit("-", 1)[1] for k, a in calls if k == "check-start"]
+    assert suites == ["infill"] * 4 + ["synth"] * 4  # the longest checks first
     assert {a.rsplit(":", 1)[1] for k, a in calls if k == "gpu"} == {"unset"}  # no GPUS: every job sees them all
     assert (workdir / "synthesize" / "heldout_eval_solutions").is_dir()
     assert (workdir / "evaluate-seed0-cusetA-infill" / "results.json").is_file()

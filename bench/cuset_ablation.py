@@ -52,7 +52,6 @@ EVAL_DIR = re.compile(r"evaluate-seed(\d+)-([^-]+)(?:-([^-]+))?")
 INFILL_KEY = re.compile(r"infill\.([^.]+)\.(compile_rate|correct_rate)")
 
 
-
 @dataclass(frozen=True)
 class Cell:
     """One figure of one mode across seeds, and how many samples (or tokens) each seed's value is over."""

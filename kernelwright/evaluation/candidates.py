@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -102,6 +103,10 @@ def from_completions(folder: Path, problems: list[Problem], dest: Path) -> Path:
     answered = [p for p in problems if p.id in raw]
     if not answered:
         raise UsageError(f"{raw_path}: answers none of the {len(problems)} problems (another suite's answers?)")
+    if dest.resolve() != folder.resolve():  # an earlier evaluation's files there would stand in for missing answers
+        for problem in problems:
+            shutil.rmtree(dest / problem.id, ignore_errors=True)
+            (dest / f"{problem.id}.py").unlink(missing_ok=True)
     write_generations(dest, answered, [raw[p.id] for p in answered])
     return dest
 

@@ -77,6 +77,9 @@ def test_raw_answers_alone_are_checked_again(tmp_path: Path, monkeypatch: pytest
                problems[1].id: ["no code at all"]}
     (kept / "completions.json").write_text(json.dumps(answers))
     out = tmp_path / "eval"
+    stale = out / "generations" / problems[2].id / "sample_0.py"  # an earlier evaluation's file, not an answer
+    stale.parent.mkdir(parents=True)
+    stale.write_text("print('old')")
     report = run_evaluate(EvaluateConfig(generations=str(kept), out=str(out), workdir=str(tmp_path / "kw")))
     written = out / "generations" / problems[0].id / "sample_0.py"
     assert written.read_text().startswith("import torch\nclass ModelNew")  # the fenced block's code

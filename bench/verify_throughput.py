@@ -19,6 +19,8 @@ Candidates: the honest seed solutions of N distinct tasks (each against its own 
   shape's kernel-share pass, not during the build): not in the default phases; an A/B.
 - spin: kernelwright with `blocking_gpu_wait` off (judges and runners spin through every wait for
   the GPU, CUDA's choice on a host of many cores): not in the default phases; an A/B.
+- gate: kernelwright with `gpu_gate` on (no other candidate's correctness step on the GPU while one is
+  timed: verifier/gpu_gate.py): not in the default phases; an A/B.
 - wide: kernelwright with twice as many workers as `--jobs` (builds of one wave overlap the GPU
   phases of another): not in the default phases; KernelBench keeps one process per core.
 `--warm-header` builds torch's precompiled extension.h before each kernelwright phase if it is
@@ -118,7 +120,7 @@ def _warm_header() -> float:
 
 def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, split_build: bool,
                      cold_header: bool = False, profiler_warm_up: bool = True, slim_header: bool = True,
-                     generic_bindings: bool = True, blocking_gpu_wait: bool = True) -> dict:
+                     generic_bindings: bool = True, blocking_gpu_wait: bool = True, gpu_gate: bool = False) -> dict:
     if cold_header:
         for f in header_files():
             f.unlink(missing_ok=True)
@@ -128,7 +130,8 @@ def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, s
                              build_cache=cache, compile_baseline=False, timeout_s=600.0,
                              timing_budget_s=timing_budget_s, split_build=split_build,
                              profiler_warm_up=profiler_warm_up, slim_header=slim_header,
-                             generic_bindings=generic_bindings, blocking_gpu_wait=blocking_gpu_wait)
+                             generic_bindings=generic_bindings, blocking_gpu_wait=blocking_gpu_wait,
+                             gpu_gate=gpu_gate)
                 for t in tasks]
         start = time.perf_counter()
         with Utilisation() as use:
@@ -187,7 +190,8 @@ def per_hour(res: dict) -> float:
 
 
 PHASES = ("kernelwright", "kernelbench_best_mode", "kernelwright_serial", "kernelwright_late_profiler",
-          "kernelwright_wide", "kernelwright_extension_h", "kernelwright_slim", "kernelwright_spin")
+          "kernelwright_wide", "kernelwright_extension_h", "kernelwright_slim", "kernelwright_spin",
+          "kernelwright_gate")
 
 
 def _phase(name: str, tasks: list[SeedTask], args: argparse.Namespace) -> dict:
@@ -201,6 +205,8 @@ def _phase(name: str, tasks: list[SeedTask], args: argparse.Namespace) -> dict:
         return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, generic_bindings=False)
     if name == "kernelwright_spin":  # A/B of the blocking GPU wait (verifier/gpu_wait.py): CUDA's spinning one
         return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, blocking_gpu_wait=False)
+    if name == "kernelwright_gate":  # A/B of the GPU gate (verifier/gpu_gate.py)
+        return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, gpu_gate=True)
     if name == "kernelwright_wide":
         return run_kernelwright(tasks, 2 * args.jobs, args.timing_budget_s, args.split_build) | {"jobs": 2 * args.jobs}
     if name == "kernelwright_serial":

@@ -10,7 +10,8 @@
 #    their pybind11 bindings after the slim header instead of the generic bindings after the bare one
 #    (verify_throughput_slim_header.json: the A/B of cuda/host_bindings.py); then kernelwright twice
 #    with judges and runners spinning through every GPU wait (verify_throughput_spin_wait.json: the
-#    A/B of verifier/gpu_wait.py);
+#    A/B of verifier/gpu_wait.py); then kernelwright twice with the GPU gate on
+#    (verify_throughput_gpu_gate.json: the A/B of verifier/gpu_gate.py, step `gate`, not in the default STEPS);
 # 2. every fixture FIXTURE_RUNS times, each run with a fresh build cache (verify_fixtures_runsN.json;
 #    the bench exits 1 naming any candidate whose verdict missed, which does not stop the rest);
 # 3. the timer bound's calibration: every honest candidate under 16 workers, twice
@@ -53,6 +54,9 @@ step header "$OUT/verify_throughput_slim_header.json" \
 step wait "$OUT/verify_throughput_spin_wait.json" \
   "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 2 \
   --phases kernelwright_spin --json "$OUT/verify_throughput_spin_wait.json"
+step gate "$OUT/verify_throughput_gpu_gate.json" \
+  "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 2 \
+  --phases kernelwright,kernelwright_gate --json "$OUT/verify_throughput_gpu_gate.json"
 step fixtures "$OUT/verify_fixtures_runs$FIXTURE_RUNS.json" \
   "$PYTHON" bench/verify_fixtures.py --jobs "$JOBS" --runs "$FIXTURE_RUNS" --json "$OUT/verify_fixtures_runs$FIXTURE_RUNS.json"
 step calibration "$OUT/timer_bound_calibration.parallel.done" \

@@ -47,6 +47,10 @@ class VerifyConfig:
         "help": "Judges and runners sleep while they wait for the GPU outside the timing lock and spin under it "
                 "(verifier/gpu_wait.py): a core is not burnt for every wait behind other candidates' work. Off: "
                 "CUDA's own choice throughout (a spinning wait on a host of many cores)."})
+    gpu_gate: bool = field(default=False, metadata={
+        "help": "While a candidate is timed, other candidates' correctness steps wait instead of sharing the "
+                "GPU with its clock and trials (verifier/gpu_gate.py): timings without their time slices, at the "
+                "cost of the correctness work that waits. Off: only timings exclude one another."})
     profiler_warm_up: bool = field(default=True, metadata={
         "help": "Start the profiler (CUPTI, ~4.6 s on an H200) in a thread while the candidate builds; off: at "
                 "the first shape's kernel-share pass."})

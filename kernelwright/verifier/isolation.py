@@ -6,14 +6,12 @@
   header, precompiled header); `BUILD_PATHS` records how each call was built;
 - `own_launches_skipped`: the candidate's own kernel launches turned off (the decoy check);
 - `import_file`: the problem and the candidate, imported from their files;
-- `thread_count`: the process's threads (a candidate's work escaping to threads of its own);
-- `exclusive`: a lock file held while a worker times, so that one process times at a time.
+- `thread_count`: the process's threads (a candidate's work escaping to threads of its own).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import json
@@ -206,16 +204,3 @@ def thread_count() -> int:
         return len(os.listdir("/proc/self/task"))
     except OSError:
         return threading.active_count()
-
-
-@contextlib.contextmanager
-def exclusive(lock_path: str | None):
-    if lock_path is None:
-        yield
-        return
-    with open(lock_path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -71,8 +71,10 @@ def verify(spec: Spec, progress: Progress, link: Link, problem: ModuleType) -> V
             c.ref_model.cpu()
             crowd = max(before, ledger.others(spec.ledger_token) if ledger is not None else 0)
             if crowd:
+                beside = ("their GPU steps waited: the GPU gate" if spec.gpu_gate else
+                          "their correctness runs share it; their timing does not")
                 contention.append(f"shape {json.dumps(s)}: timed and profiled while {crowd} other candidate(s) "
-                                  "held the GPU (their correctness runs share it; their timing does not)")
+                                  f"held the GPU ({beside})")
         for r, c in zip(results, checked, strict=True):
             r.max_abs_err, r.tolerance_rule = c.worst, c.rules
             r.roofline_share = roofline(problem, r.shape, dtype, r.runtime_ms or 0.0, spec)

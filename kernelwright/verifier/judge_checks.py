@@ -21,6 +21,7 @@ from typing import Any
 
 from kernelwright.verifier.channel import ChannelBroken, Described, RunnerGone, field, load_output
 from kernelwright.verifier.fan_in import cached_fan_in, estimate_fan_in
+from kernelwright.verifier.gpu_gate import gpu_step
 from kernelwright.verifier.inputs import DISTRIBUTIONS, clone, compare, draw_check_inputs
 from kernelwright.verifier.isolation import Rejected
 from kernelwright.verifier.kb_view import DEFERRABLE, Deferred, kb_close
@@ -66,7 +67,8 @@ def check_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Li
     right and wrong on. `fan_in`: measured before (None: on the first draw with a float64 twin)."""
     import torch
 
-    ref_model, twin = reference_models(problem, shape, spec.seeds[0])
+    with gpu_step(spec.timing_lock, spec.gpu_gate):
+        ref_model, twin = reference_models(problem, shape, spec.seeds[0])
     call = {"shape": shape, "init_seed": spec.seeds[0]}
     worst, rules, refs, bound = 0.0, set[str](), [], TimedBound()
     previous: tuple[str, Any] | None = None
@@ -75,30 +77,31 @@ def check_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Li
     for dist in DISTRIBUTIONS:
         dist_ok = True
         for seed in seeds:
-            inputs = draw_check_inputs(problem, shape, seed, dist)
-            expected = ref_model(*clone(inputs))
-            expected64 = fp64_output(twin, inputs)
-            if fan_in is None and expected64 is not None:
-                fan_in = _fan_in(spec, shape, twin, inputs, expected64, seed)
-            like = expected if type(expected) is torch.Tensor else torch.empty(0, device="cuda")
-            reply = link.ask("call", **call, seed=seed, dist=dist, repeat=2,
-                             like={"shape": list(like.shape), "dtype": str(like.dtype).removeprefix("torch.")})
-            outs = [load_output(h, link.outbox) for h in field(reply, "outputs", list)]
-            if len(outs) != 2:
-                raise ChannelBroken(f"{len(outs)} outputs for 2 calls")
-            for out in outs:
-                reason, detail, err = _compared(out, expected, expected64, rules, fan_in)
-                close = kb_close(out, expected)
-                if reason is not None:
-                    reason, detail = classified(reason, detail, out, inputs, expected, dist, previous, passed)
-                    if not (close and reason in DEFERRABLE):
-                        raise Rejected(reason, detail)
-                    deferred.hold(reason, detail)
-                    dist_ok = False
-                elif err == err:
-                    worst = max(worst, err)
-                kb_ok = kb_ok and close
-                bound = bound.widened(out, expected)
+            with gpu_step(spec.timing_lock, spec.gpu_gate):  # the draw's GPU work: both models' calls, the comparison
+                inputs = draw_check_inputs(problem, shape, seed, dist)
+                expected = ref_model(*clone(inputs))
+                expected64 = fp64_output(twin, inputs)
+                if fan_in is None and expected64 is not None:
+                    fan_in = _fan_in(spec, shape, twin, inputs, expected64, seed)
+                like = expected if type(expected) is torch.Tensor else torch.empty(0, device="cuda")
+                reply = link.ask("call", **call, seed=seed, dist=dist, repeat=2,
+                                 like={"shape": list(like.shape), "dtype": str(like.dtype).removeprefix("torch.")})
+                outs = [load_output(h, link.outbox) for h in field(reply, "outputs", list)]
+                if len(outs) != 2:
+                    raise ChannelBroken(f"{len(outs)} outputs for 2 calls")
+                for out in outs:
+                    reason, detail, err = _compared(out, expected, expected64, rules, fan_in)
+                    close = kb_close(out, expected)
+                    if reason is not None:
+                        reason, detail = classified(reason, detail, out, inputs, expected, dist, previous, passed)
+                        if not (close and reason in DEFERRABLE):
+                            raise Rejected(reason, detail)
+                        deferred.hold(reason, detail)
+                        dist_ok = False
+                    elif err == err:
+                        worst = max(worst, err)
+                    kb_ok = kb_ok and close
+                    bound = bound.widened(out, expected)
             refs.append(expected)
             previous = (dist, outs[-1])
         if dist_ok:
@@ -129,19 +132,20 @@ def check_not_decoy(problem: ModuleType, shape: dict[str, Any], spec: Spec, link
 
     seed = spec.seeds[0] + DECOY_SEED_OFFSET
     dist = DISTRIBUTIONS[0]
-    inputs = draw_check_inputs(problem, shape, seed, dist)
-    expected = checked.ref_model(*clone(inputs))
-    like = expected if type(expected) is torch.Tensor else torch.empty(0, device="cuda")
-    try:
-        reply = link.ask("call", **checked.call, seed=seed, dist=dist, repeat=1, skip_own=True,
-                         like={"shape": list(like.shape), "dtype": str(like.dtype).removeprefix("torch.")})
-    except RunnerRejected:  # it fails without its kernels: they matter
-        return
-    skipped = field(reply, "skipped", int)
-    outs = [load_output(h, link.outbox) for h in field(reply, "outputs", list)]
-    if skipped <= 0 or len(outs) != 1:
-        return
-    reason, _detail, _err = _compared(outs[0], expected, fp64_output(checked.twin, inputs), set(), checked.fan_in)
+    with gpu_step(spec.timing_lock, spec.gpu_gate):
+        inputs = draw_check_inputs(problem, shape, seed, dist)
+        expected = checked.ref_model(*clone(inputs))
+        like = expected if type(expected) is torch.Tensor else torch.empty(0, device="cuda")
+        try:
+            reply = link.ask("call", **checked.call, seed=seed, dist=dist, repeat=1, skip_own=True,
+                             like={"shape": list(like.shape), "dtype": str(like.dtype).removeprefix("torch.")})
+        except RunnerRejected:  # it fails without its kernels: they matter
+            return
+        skipped = field(reply, "skipped", int)
+        outs = [load_output(h, link.outbox) for h in field(reply, "outputs", list)]
+        if skipped <= 0 or len(outs) != 1:
+            return
+        reason, _detail, _err = _compared(outs[0], expected, fp64_output(checked.twin, inputs), set(), checked.fan_in)
     if reason is None:
         raise Rejected("fallback_decoy", f"the output is still right with the candidate's own kernel launches "
                                          f"skipped ({skipped} extension(s)): its kernels do not make the output")

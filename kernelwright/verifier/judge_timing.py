@@ -30,9 +30,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from kernelwright.verifier.channel import ChannelBroken, Described, field, load_output
+from kernelwright.verifier.gpu_gate import gpu_step, timing_held
 from kernelwright.verifier.gpu_wait import spinning
 from kernelwright.verifier.inputs import form_failure
-from kernelwright.verifier.isolation import Rejected, exclusive
+from kernelwright.verifier.isolation import Rejected
 from kernelwright.verifier.kernel_clock import below_kernel_clock, kernel_clock_rejection, kernel_supported_speedup
 from kernelwright.verifier.kernel_share import kernel_ms_alone, kernel_share
 from kernelwright.verifier.link import Link
@@ -326,7 +327,7 @@ def _timed(link: Link, call: dict[str, Any], target: ClockTarget, keep_all: bool
     checks: list[WallCheck] = []
     progress.write(phase="timing_wait")
     try:
-        with exclusive(spec.timing_lock), torch.no_grad(), spinning():
+        with timing_held(spec.timing_lock, spec.gpu_gate), torch.no_grad(), spinning():
             progress.write(phase="timing")
             cand = time_candidate(link, call, spec.timing_seed, keep_all, target, spec.timer_bound, checks)
             if ref.figures is None:  # its own phase: what a cached reference timing saves under the lock
@@ -335,11 +336,11 @@ def _timed(link: Link, call: dict[str, Any], target: ClockTarget, keep_all: bool
                 models, target.problem, target.shape, spec, ref)
             torch.cuda.empty_cache()  # the timing's memory goes back to the GPU for other candidates
     except Rejected:
-        with torch.no_grad():
+        with torch.no_grad(), gpu_step(spec.timing_lock, spec.gpu_gate):
             check_wall(target, checks)  # a wrong output of an earlier clock is what was found first
         raise
     progress.write(phase="check_timed")
-    with torch.no_grad():
+    with torch.no_grad(), gpu_step(spec.timing_lock, spec.gpu_gate):
         check_wall(target, checks)
     return cand, ref_ms, compiled_ms
 
@@ -353,15 +354,16 @@ def time_shape(problem: ModuleType, shape: dict[str, Any], spec: Spec, link: Lin
     import torch
 
     call, ref_model, timed_bound = checked.call, checked.ref_model, checked.timed_bound
-    warm = [draw_on_device(problem, shape, spec.timing_seed - 1 - i) for i in range(WARM_UP_CALLS)]
     progress.write(phase="compile_baseline")
-    compiled = compiled_reference(ref_model, warm) if ref.figures is None and spec.compile_baseline else None
+    with gpu_step(spec.timing_lock, spec.gpu_gate):
+        warm = [draw_on_device(problem, shape, spec.timing_seed - 1 - i) for i in range(WARM_UP_CALLS)]
+        compiled = compiled_reference(ref_model, warm) if ref.figures is None and spec.compile_baseline else None
+        with torch.no_grad():
+            target = clock_target(problem, shape, checked, warm[0])
     keep_all = keep_all_fits(problem, shape, spec, spec.timing_seed)
-    with torch.no_grad():
-        target = clock_target(problem, shape, checked, warm[0])
     del warm
     cand, ref_ms, compiled_ms = _timed(link, call, target, keep_all, (ref_model, compiled), spec, ref, progress)
-    with torch.no_grad():
+    with torch.no_grad(), gpu_step(spec.timing_lock, spec.gpu_gate):
         check_timed(problem, shape, ref_model, cand.seed, cand.kept, timed_bound)
     cand.kept.clear()
     torch.cuda.empty_cache()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kernelwright.verifier.channel import ChannelBroken, field
-from kernelwright.verifier.isolation import exclusive
+from kernelwright.verifier.gpu_gate import gpu_step, timing_held
 from kernelwright.verifier.spec import Spec
 
 if TYPE_CHECKING:  # judge_timing imports this module
@@ -56,9 +56,10 @@ def kernel_share(link: Link, call: dict[str, Any], spec: Spec, names: list[str])
         reply = link.ask("share", **call, seed=spec.timing_seed - 1, names=names, passes=n)
         return _numbers(reply, "shares", n, 1.0), _numbers(reply, "kernel_ms", n, 1e7)
 
-    shares, kernel_ms = passes(1)
+    with gpu_step(spec.timing_lock, spec.gpu_gate):
+        shares, kernel_ms = passes(1)
     if borderline(shares[0], spec.min_custom_share):
-        with exclusive(spec.timing_lock):
+        with timing_held(spec.timing_lock, spec.gpu_gate):
             more, more_ms = passes(SHARE_BORDERLINE_PASSES)
         shares, kernel_ms = shares + more, kernel_ms + more_ms
     return Profiled(statistics.median(shares), (max(shares) - min(shares)) if len(shares) > 1 else None,
@@ -67,6 +68,6 @@ def kernel_share(link: Link, call: dict[str, Any], spec: Spec, names: list[str])
 
 def kernel_ms_alone(link: Link, call: dict[str, Any], spec: Spec, names: list[str]) -> float:
     """One more profiler pass under the timing lock: the kernel time per call with no other timing beside it."""
-    with exclusive(spec.timing_lock):
+    with timing_held(spec.timing_lock, spec.gpu_gate):
         reply = link.ask("share", **call, seed=spec.timing_seed - 1, names=names, passes=1)
     return _numbers(reply, "kernel_ms", 1, 1e7)[0]

@@ -46,6 +46,7 @@ class Spec:
     slim_header: bool = True  # a split build's host file after a smaller precompiled header (slim_header.py)
     generic_bindings: bool = True  # ... the bare one, with the generic bindings linked in (host_bindings.py)
     blocking_gpu_wait: bool = True  # sleep while waiting for the GPU outside the timing lock (gpu_wait.py)
+    gpu_gate: bool = False  # no other candidate's correctness step on the GPU while one is timed (gpu_gate.py)
     profiler_warm_up: bool = True  # the profiler's first session during the build (profiler_started_alongside)
     decoy_check: bool = True  # the output with the candidate's own launches skipped must be wrong (fallback_decoy)
     forkserver: str | None = None  # socket of the fork server that starts the runner (forkserver.py); None: Popen

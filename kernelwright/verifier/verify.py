@@ -271,7 +271,7 @@ def make_spec(cfg: VerifyConfig, lock: str | None = None, pch_lock: str | None =
                 memory_fraction=cfg.memory_fraction, build_cache=cfg.build_cache or _default_cache(),
                 timing_budget_s=cfg.timing_budget_s, ref_timing_cache=cfg.ref_timing_cache,
                 split_build=cfg.split_build, slim_header=cfg.slim_header, generic_bindings=cfg.generic_bindings,
-                timing_lock=lock, pch_lock=pch_lock, blocking_gpu_wait=cfg.blocking_gpu_wait,
+                timing_lock=lock, pch_lock=pch_lock, blocking_gpu_wait=cfg.blocking_gpu_wait, gpu_gate=cfg.gpu_gate,
                 profiler_warm_up=cfg.profiler_warm_up, min_custom_share=cfg.min_custom_share,
                 timer_bound=cfg.timer_bound, gpu_ledger=host_gpu_ledger(),
                 timing_seed=10_000 + secrets.randbelow(2**30),  # the candidate cannot know its timed inputs

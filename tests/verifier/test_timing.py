@@ -177,7 +177,7 @@ def _logged_time_shape(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, log: list
     from kernelwright.verifier.timing import RefCache
 
     @contextlib.contextmanager
-    def lock(path: Any) -> Any:
+    def lock(path: Any, gate: bool = False) -> Any:
         log.append("lock")
         try:
             yield
@@ -197,7 +197,7 @@ def _logged_time_shape(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, log: list
         if label is not None and wrong_clock_output:
             raise Rejected("timed_output_mismatch", label(0))
 
-    monkeypatch.setattr(judge_timing, "exclusive", lock)
+    monkeypatch.setattr(judge_timing, "timing_held", lock)
     monkeypatch.setattr(judge_timing, "draw_on_device", lambda problem, shape, seed: [torch.ones(2)])
     monkeypatch.setattr(judge_timing, "keep_all_fits", lambda *a: True)
     monkeypatch.setattr(judge_timing, "clock_target", lambda *a: SimpleNamespace(problem=None, shape={}, ref_model=None,

@@ -4,24 +4,17 @@ judges of other candidates (flock holds between separate opens of the file, in o
 
 from __future__ import annotations
 
-import fcntl
 import threading
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from kernelwright.verifier.gpu_gate import TURNSTILE_SUFFIX, gpu_step, timing_held
+from tests.verifier.lock_probe import lock_held
 
 WAIT_S = 10.0  # generous: how long a test waits for what must happen at once
-
-
-def _turnstile_taken(lock: str) -> bool:
-    with open(lock + TURNSTILE_SUFFIX, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        return False
 
 
 def _hold(ctx: AbstractContextManager[None], log: list[str], name: str, release: threading.Event | None = None,
@@ -41,13 +34,17 @@ def _hold(ctx: AbstractContextManager[None], log: list[str], name: str, release:
     return t
 
 
-def test_steps_share_the_gpu(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("first", "second"), [
+    (lambda lock: gpu_step(lock, True), lambda lock: gpu_step(lock, True)),  # steps share the GPU
+    (lambda lock: timing_held(lock, False), lambda lock: gpu_step(lock, False)),  # off: steps beside timings
+], ids=["steps_share", "off_steps_beside_a_timing"])
+def test_a_second_hold_gets_in_beside_the_first(tmp_path: Path, first: Any, second: Any) -> None:
     lock, log = str(tmp_path / "timing.lock"), list[str]()
     release, first_in, second_in = threading.Event(), threading.Event(), threading.Event()
-    a = _hold(gpu_step(lock, True), log, "a", release, first_in)
+    a = _hold(first(lock), log, "a", release, first_in)
     assert first_in.wait(WAIT_S)
-    b = _hold(gpu_step(lock, True), log, "b", None, second_in)
-    assert second_in.wait(WAIT_S)  # b got in while a still holds its share
+    b = _hold(second(lock), log, "b", None, second_in)
+    assert second_in.wait(WAIT_S)  # b got in while a still holds
     release.set()
     a.join(WAIT_S), b.join(WAIT_S)
     assert log.index("b in") < log.index("a out")
@@ -60,7 +57,7 @@ def test_a_timing_waits_for_the_steps_and_later_steps_wait_for_it(tmp_path: Path
     assert step_in.wait(WAIT_S)
     timing = _hold(timing_held(lock, True), log, "timing", hold_s=0.3)
     for _ in range(int(WAIT_S / 0.01)):  # the timing holds the turnstile while it waits for the step
-        if _turnstile_taken(lock):
+        if lock_held(lock + TURNSTILE_SUFFIX):
             break
         threading.Event().wait(0.01)
     assert "timing in" not in log
@@ -86,14 +83,6 @@ def test_timings_exclude_one_another_with_the_gate_or_without(tmp_path: Path) ->
         assert log == ["t1 in", "t1 out", "t2 in", "t2 out"]
 
 
-def test_without_the_gate_steps_do_not_wait(tmp_path: Path) -> None:
-    lock, log = str(tmp_path / "timing.lock"), list[str]()
-    release, timing_in, step_in = threading.Event(), threading.Event(), threading.Event()
-    timing = _hold(timing_held(lock, False), log, "timing", release, timing_in)
-    assert timing_in.wait(WAIT_S)
-    step = _hold(gpu_step(lock, False), log, "step", None, step_in)
-    assert step_in.wait(WAIT_S)  # beside the timing, as before the gate existed
-    release.set()
-    timing.join(WAIT_S), step.join(WAIT_S)
-    with gpu_step(None, True), timing_held(None, True):  # no lock file: nothing to hold
+def test_without_a_lock_file_nothing_is_held() -> None:
+    with gpu_step(None, True), timing_held(None, True):
         pass

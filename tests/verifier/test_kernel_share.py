@@ -13,6 +13,7 @@ import pytest
 from kernelwright.verifier import kernel_share
 from kernelwright.verifier.channel import ChannelBroken
 from kernelwright.verifier.spec import Spec
+from tests.verifier.lock_probe import lock_held
 
 
 class FakeRunner:
@@ -24,20 +25,8 @@ class FakeRunner:
 
     def ask(self, op: str, **f: Any) -> dict[str, Any]:
         assert op == "share"
-        self.asked.append((f["passes"], _held(self.lock)))
+        self.asked.append((f["passes"], lock_held(self.lock)))
         return {"shares": [self.draw() for _ in range(f["passes"])], "kernel_ms": [0.5] * f["passes"]}
-
-
-def _held(lock: Path) -> bool:
-    import fcntl
-
-    with open(lock, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        return False
 
 
 def _spec(tmp_path: Path, threshold: float = 0.1) -> Spec:

@@ -123,10 +123,12 @@ CHECK_FLAGS = ["-fsyntax-only", "-Winvalid-pch", "-Wno-attributes", "-fdiagnosti
 
 
 @contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path, shared: bool = False) -> Iterator[None]:
+    """An flock on `path` (made with its folder if missing) while inside: exclusive, or `shared` with other
+    shared holders."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        fcntl.flock(fh, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
             yield
         finally:

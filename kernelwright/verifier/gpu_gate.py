@@ -20,20 +20,12 @@ the other in one process (flock would wait for itself).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 from collections.abc import Iterator
+from pathlib import Path
+
+from kernelwright.cuda.host_compile import file_lock
 
 TURNSTILE_SUFFIX = ".gate"
-
-
-@contextlib.contextmanager
-def _flock(path: str, mode: int) -> Iterator[None]:
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, mode)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager
@@ -43,12 +35,12 @@ def timing_held(lock_path: str | None, gate: bool = False) -> Iterator[None]:
         yield
         return
     if not gate:
-        with _flock(lock_path, fcntl.LOCK_EX):
+        with file_lock(Path(lock_path)):
             yield
         return
     with contextlib.ExitStack() as stack:
-        with _flock(lock_path + TURNSTILE_SUFFIX, fcntl.LOCK_EX):  # steps that come now queue behind this timing
-            stack.enter_context(_flock(lock_path, fcntl.LOCK_EX))
+        with file_lock(Path(lock_path + TURNSTILE_SUFFIX)):  # steps that come now queue behind this timing
+            stack.enter_context(file_lock(Path(lock_path)))
         yield
 
 
@@ -59,6 +51,6 @@ def gpu_step(lock_path: str | None, gate: bool) -> Iterator[None]:
         yield
         return
     with contextlib.ExitStack() as stack:
-        with _flock(lock_path + TURNSTILE_SUFFIX, fcntl.LOCK_EX):
-            stack.enter_context(_flock(lock_path, fcntl.LOCK_SH))
+        with file_lock(Path(lock_path + TURNSTILE_SUFFIX)):
+            stack.enter_context(file_lock(Path(lock_path), shared=True))
         yield

@@ -14,7 +14,7 @@ reference the same way in its own process and bounds the runner's figures by its
   synchronised batch, less a no-op's cost through the same path, against the timer's median: far
   above it, other work on the GPU disturbed the trials, and they are timed again on new inputs;
 - the bound on the timer (`below_bound`, `check_consistent`, `bounded_speedup`): the judge's
-  clock over the runner's batches (judge_timing.wall_ms) is the arbiter; a timer median below
+  clock over the runner's batches (judge_timing.judge_clock) is the arbiter; a timer median below
   what that estimate allows is timed again and then `timing_inconsistent`, and no speedup
   exceeds what the estimate supports; `calls_per_batch`: how many calls make a batch long
   enough to amortise the channel;
@@ -43,7 +43,7 @@ TIMED_MEMORY_BYTES = 2 * 2**30  # device memory for the fresh timed inputs, and 
 WARM_UP_CALLS = 3
 WALL_BATCH = 8  # calls per synchronised batch of the reference's own wall-clock estimate (in the judge)
 WALL_BATCHES = 5  # batches timed; the fastest counts (another process's kernels slow some of them)
-# The judge's clock over the runner's calls (judge_timing.wall_ms): each call's inputs are drawn when
+# The judge's clock over the runner's calls (judge_timing.judge_clock): each call's inputs are drawn when
 # it is made, and a batch holds calls until it lasts WALL_TARGET_MS (the channel's round trip, about
 # 0.1 ms, is then under 1% of it), from WALL_FIRST_CALLS up to WALL_MAX_CALLS, and no more than the
 # outputs WALL_HELD_BYTES holds: the runner keeps a batch's outputs, and those of the batch of the

@@ -63,7 +63,8 @@ class Case:
 
 def _cfg(problem: Path, candidate: Path, cache: str, budget_s: float) -> VerifyConfig:
     """verify's settings but the timer's bound, which is off (both figures reported as read), and the
-    kernel share, not required (a reference as its own candidate has none)."""
+    kernel share, not required (a reference as its own candidate has none); `--gpu-gate` sets
+    `gpu_gate` afterwards."""
     return VerifyConfig(problem=str(problem), candidate=str(candidate), compile_baseline=False, build_cache=cache,
                         timing_budget_s=budget_s, timer_bound=False, min_custom_share=0.0)
 
@@ -124,8 +125,10 @@ def derive(rows: list[dict[str, Any]], margin: float = MARGIN, bound: float = TI
     floor = margin * max(0.0, max(r["wall_ms"] - factor * r["timer_ms"] for r in usable))
     slack = [(bound * r["timer_ms"] + floor_ms) / r["wall_ms"] for r in usable if r["wall_ms"] > 0]
     worst = sorted(usable, key=lambda r: r["wall_ms"] - bound * r["timer_ms"], reverse=True)[:10]
+    above = [r for r in usable if r["wall_ms"] > bound * r["timer_ms"] + floor_ms]
     return {"rows": len(usable), "ratio_max": max(ratios), "ratio_p50": statistics.median(ratios),
             "ratio_p90": _quantile(ratios, 0.9), "ratio_p99": _quantile(ratios, 0.99),
+            "rows_above_bound": len(above), "candidates_above_bound": len({r["candidate"] for r in above}),
             "needed_factor": factor, "needed_floor_ms": floor, "margin": margin, "bound": bound,
             "floor_ms": floor_ms, "least_headroom": min(slack) if slack else None,
             "holds_with_margin": all(margin * r["wall_ms"] <= bound * r["timer_ms"] + floor_ms for r in usable),
@@ -175,12 +178,19 @@ def main() -> int:
     ap.add_argument("--margin", type=float, default=MARGIN)
     ap.add_argument("--json", type=Path, default=Path("docs/results/timer_bound_calibration.json"))
     ap.add_argument("--keep", action="store_true", help="add to the rows already in --json (runs in pieces)")
+    ap.add_argument("--gpu-gate", action="store_true",
+                    help="verify with `gpu_gate` on (no other candidate's correctness step on the GPU while one is "
+                         "timed: verifier/gpu_gate.py); the JSON records it, and --keep refuses to mix the two")
     args = ap.parse_args()
     if not cuda_available():
         print("timer_bound_calibration needs a CUDA device", file=sys.stderr)
         return 3
     groups, modes = args.groups.split(","), args.modes.split(",")
     earlier = json.loads(args.json.read_text()) if args.keep and args.json.is_file() else {}
+    if earlier and bool(earlier.get("gpu_gate", False)) != args.gpu_gate:
+        print(f"{args.json} holds rows taken with gpu_gate {bool(earlier.get('gpu_gate', False))}; "
+              f"this run has it {args.gpu_gate}: use another --json", file=sys.stderr)
+        return 2
     rows: list[dict[str, Any]] = list(earlier.get("rows", []))
     other: list[dict[str, Any]] = list(earlier.get("untimed", []))
     start = time.perf_counter()
@@ -190,7 +200,8 @@ def main() -> int:
             for mode in modes:
                 for group, todo in by_group.items():
                     todo = todo[args.offset:args.offset + args.limit] if args.limit else todo[args.offset:]
-                    verdicts = run_workers([replace(c.cfg) for c in todo], args.jobs if mode == "parallel" else 1)
+                    verdicts = run_workers([replace(c.cfg, gpu_gate=args.gpu_gate) for c in todo],
+                                           args.jobs if mode == "parallel" else 1)
                     for case, verdict in zip(todo, verdicts, strict=True):
                         got = rows_of(case, verdict, mode, run)
                         rows += got
@@ -205,7 +216,8 @@ def main() -> int:
     for key, s in summary.items():
         if s["rows"]:
             print(f"{key:24s} rows {s['rows']:4d}  estimate/timer p50 {s['ratio_p50']:.2f} p99 {s['ratio_p99']:.2f} "
-                  f"max {s['ratio_max']:.2f}  needs {s['needed_factor']:.2f}x + {s['needed_floor_ms']:.4f} ms")
+                  f"max {s['ratio_max']:.2f}  needs {s['needed_factor']:.2f}x + {s['needed_floor_ms']:.4f} ms  "
+                  f"above the bound: {s['rows_above_bound']} row(s) of {s['candidates_above_bound']} candidate(s)")
     held = "hold" if summary["all"].get("holds_with_margin") else "do NOT hold"
     print(f"TIMER_BOUND {TIMER_BOUND}x + {TIMER_BOUND_FLOOR_MS} ms {held} every honest row with margin "
           f"{args.margin}; {len(other)} verdict(s) without timing")
@@ -217,7 +229,8 @@ def main() -> int:
     noise = share_noise(rows)
     print("kernel share spread between repeats:", json.dumps(noise))
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"judge_version": JUDGE_VERSION, "jobs": args.jobs, "repeat": args.repeat,
+    args.json.write_text(json.dumps({"judge_version": JUDGE_VERSION, "gpu_gate": args.gpu_gate, "jobs": args.jobs,
+                                     "repeat": args.repeat,
                                      "budget_s": args.budget_s, "wall_s": time.perf_counter() - start,
                                      "summary": summary, "kernel_clock": clock, "share_noise": noise,
                                      "untimed": other, "rows": rows},

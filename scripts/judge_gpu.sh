@@ -17,7 +17,10 @@
 # 3. the timer bound's calibration: every honest candidate under 16 workers, twice
 #    (timer_bound_calibration.json), then the launch-bound kernels and the fixtures alone, and
 #    the first CALIBRATION_ALONE seed solutions alone, added to the same file;
-# 4. timing fidelity: our timer against triton's do_bench on the suite's ops (timing_fidelity.json).
+# 4. timing fidelity: our timer against triton's do_bench on the suite's ops (timing_fidelity.json);
+# 5. the clock under 16 workers, with the GPU gate off and then on: the seed solutions once each
+#    with the timer's bound off, how many read above it (timer_bound_calibration_seeds_parallel.json,
+#    ..._gpu_gate.json; step `clock`, not in the default STEPS).
 # Env: JOBS (default 16), PYTHON, STEPS (default "throughput header wait fixtures calibration fidelity"),
 # CALIBRATION_ALONE (seed solutions verified alone, default 16), FIXTURE_RUNS (default 3).
 set -uo pipefail
@@ -69,3 +72,9 @@ step calibration "$OUT/timer_bound_calibration.alone.done" \
     --keep --json '$OUT/timer_bound_calibration.json'; touch '$OUT/timer_bound_calibration.alone.done'"
 step fidelity "$OUT/timing_fidelity.json" \
   "$PYTHON" bench/timing_fidelity.py --shapes all --budget-s 0.2 --json "$OUT/timing_fidelity.json"
+step clock "$OUT/timer_bound_calibration_seeds_parallel.json" \
+  "$PYTHON" bench/timer_bound_calibration.py --groups seeds --modes parallel --jobs "$JOBS" --repeat 1 \
+  --json "$OUT/timer_bound_calibration_seeds_parallel.json"
+step clock "$OUT/timer_bound_calibration_seeds_parallel_gpu_gate.json" \
+  "$PYTHON" bench/timer_bound_calibration.py --groups seeds --modes parallel --jobs "$JOBS" --repeat 1 --gpu-gate \
+  --json "$OUT/timer_bound_calibration_seeds_parallel_gpu_gate.json"

@@ -37,6 +37,8 @@ def test_a_bound_too_tight_for_an_honest_row_is_reported() -> None:
     got = calibration.derive(rows, margin=1.25, bound=2.0, floor_ms=0.002)
     assert not got["holds_with_margin"] and got["worst"][0]["wall_ms"] == 0.45
     assert got["needed_factor"] == pytest.approx(1.25 * 2.25)
+    assert (got["rows_above_bound"], got["candidates_above_bound"]) == (1, 1)  # 0.45 > 2 x 0.2 + 0.002
+    assert calibration.derive(rows, bound=2.5, floor_ms=0.002)["rows_above_bound"] == 0
     assert calibration.derive([_row(0.0, 0.1)])["rows"] == 0  # no timer figure: nothing to learn
 
 

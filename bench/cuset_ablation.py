@@ -3,12 +3,15 @@ whether each mode beats plain beyond it (docs/training.md, "The ablation table")
 
     PYTHONPATH=. .venv/bin/python bench/cuset_ablation.py WORKDIR [WORKDIR ...] [--json out.json] \
         [--png out.png] [--markdown out.md] [--tracking-uri URI]
+    PYTHONPATH=. .venv/bin/python bench/cuset_ablation.py seed0_table.json W1 W2 --json three_seeds.json
 
 A WORKDIR is what `scripts/ablation_gpu.sh` or `scripts/kernel_model_gpu.sh` filled: finished
 (`.done`) `evaluate-seed<S>-<mode>[-<suite>]/results.json` and `heldout_nll[_<suite>].json`. Modes
 and suites come from the folder names (no suite suffix: `seed`, the held-out seed tasks). Several
 WORKDIRs make one table: each a run of the recipe (its own base) with seeds of its own, so the
-per-seed differences stay paired within a run; a seed two runs both hold is an error.
+per-seed differences stay paired within a run; a seed two runs both hold is an error. An input may
+also be a table this bench wrote (`--json`) in place of its work folders, which a GPU host does not
+keep: its every seed's value and count are read back as they were.
 
 Rows per (suite, figure): the NLL figures (`nll_other` counts the masked tokens too;
 `nll_other_unmasked`, derived from the counts, leaves them out), compile_rate, fast_0, fast_1,
@@ -171,16 +174,32 @@ def read_runs(workdir: Path) -> Runs:
     return runs
 
 
+def read_table(path: Path) -> Runs:
+    """(suite, figure) -> mode -> cell from a table this bench wrote with --json (per mode, each seed's
+    value and count); a ValueError naming the file when it is not one."""
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))
+        runs: Runs = {}
+        for rec in records:
+            for mode, cell in rec["modes"].items():
+                for seed, value in cell["values"].items():
+                    _put(runs, rec["suite"], rec["figure"], mode, int(seed), float(value), cell["counts"].get(seed))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError, AttributeError, ValueError) as e:
+        raise ValueError(f"{path}: not a table written by cuset_ablation.py --json ({type(e).__name__}: {e})") from None
+    return runs
+
+
 class SeedClash(ValueError):
     """Two work folders hold the same seed of a mode's figure."""
 
 
 def read_all(workdirs: Sequence[Path]) -> Runs:
-    """read_runs over several work folders, one table: each seed of a mode's figure from one folder only."""
+    """read_runs over several work folders (or read_table over tables written earlier), one table: each seed
+    of a mode's figure from one input only."""
     runs: Runs = {}
     origin: dict[tuple[str, str, str, int], Path] = {}
     for workdir in workdirs:
-        for (suite, figure), cells in read_runs(workdir).items():
+        for (suite, figure), cells in (read_table(workdir) if workdir.is_file() else read_runs(workdir)).items():
             for mode, cell in cells.items():
                 for seed, value in cell.values.items():
                     first = origin.setdefault((suite, figure, mode, seed), workdir)
@@ -353,7 +372,8 @@ def log_parent(rows: list[Row], tracking_uri: str, files: list[Path]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("workdirs", type=Path, nargs="+", metavar="WORKDIR")
+    ap.add_argument("workdirs", type=Path, nargs="+", metavar="WORKDIR",
+                    help="a work folder of the recipe, or a table this bench wrote earlier with --json")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--png", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
@@ -361,7 +381,7 @@ def main() -> None:
     args = ap.parse_args()
     try:
         rows = table(*args.workdirs)
-    except SeedClash as e:
+    except ValueError as e:  # SeedClash, or a file that is no table
         raise SystemExit(str(e)) from None
     if not rows:
         folders = ", ".join(map(str, args.workdirs))

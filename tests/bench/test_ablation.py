@@ -294,3 +294,21 @@ def test_the_other_tokens_less_the_masked_ones(tmp_path: Path) -> None:
     row = next(r for r in ablation.table(tmp_path) if r.figure == "nll_other_unmasked")
     assert row.plain.values == {0: pytest.approx((0.05 * 1000 - 2.0 * 10) / 990)} and row.plain.count == 990
     assert "cuset" not in row.cells
+
+
+def test_a_saved_table_stands_in_for_its_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU host keeps no work folder: seed 0's table, read back, joins later runs' folders as they were."""
+    first = _one_seed_run(tmp_path / "run0", 0, {"plain": 0.2, "cuset": 0.25})
+    saved = tmp_path / "seed0.json"
+    monkeypatch.setattr(sys, "argv", ["cuset_ablation.py", str(first), "--json", str(saved)])
+    ablation.main()
+    later = [_one_seed_run(tmp_path / f"run{s}", s, {"plain": 0.2 + s / 10, "cuset": 0.25 + s / 10}) for s in (1, 2)]
+    row = next(r for r in ablation.table(saved, *later) if r.figure == "compile_rate")
+    assert row.plain.values == pytest.approx({0: 0.2, 1: 0.3, 2: 0.4}) and row.plain.count == 90
+    assert row.paired_diff == pytest.approx({0: 0.05, 1: 0.05, 2: 0.05})
+    with pytest.raises(ablation.SeedClash, match="seed 0 of .* both .*seed0.json and .*run0"):
+        ablation.table(saved, first)
+    (tmp_path / "junk.json").write_text('{"not": "a table"}')
+    monkeypatch.setattr(sys, "argv", ["cuset_ablation.py", str(tmp_path / "junk.json")])
+    with pytest.raises(SystemExit, match="junk.json: not a table written by cuset_ablation.py"):
+        ablation.main()

@@ -119,11 +119,30 @@ def build_scheduler(cfg: ScheduleConfig, workdir: Path) -> Any:
     from apscheduler.schedulers.base import STATE_STOPPED
 
     class Scheduler(BackgroundScheduler):
-        """APScheduler 3's thread looks for due jobs once more after shutdown; a due job then fails to reach
-        the stopped executor and its run time is spent. Here a stopped scheduler leaves the store alone."""
+        """APScheduler 3's thread looks for due jobs once more after shutdown, and a round already past its
+        state check goes on while shutdown stops the executor; a due job then fails to reach the stopped
+        executor and its run time is spent. Here shutdown waits for a round in flight, and no round starts
+        once it has begun: a stopping scheduler leaves the store alone."""
+
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self._round = threading.Lock()
+            self._stopping = False
+
+        def start(self, *args: Any, **kwargs: Any) -> None:
+            self._stopping = False
+            super().start(*args, **kwargs)
+
+        def shutdown(self, wait: bool = True) -> None:
+            with self._round:  # a round in flight ends first, with its executor still up
+                self._stopping = True
+            super().shutdown(wait)
 
         def _process_jobs(self) -> float | None:
-            return None if self.state == STATE_STOPPED else super()._process_jobs()
+            with self._round:
+                if self._stopping or self.state == STATE_STOPPED:
+                    return None
+                return super()._process_jobs()
 
     return Scheduler(
         jobstores={"default": SQLAlchemyJobStore(url=job_store_uri(cfg, workdir))},

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -73,6 +75,46 @@ def test_a_restarted_scheduler_neither_loses_nor_doubles_a_run(tmp_path: Path) -
     fifth, job = start_scheduler(moved, argv)  # a changed schedule replaces the job
     assert [j.id for j in fifth.get_jobs()] == [JOB_ID] and job.next_run_time.strftime("%H:%M") == "02:30"
     fifth.shutdown()
+
+
+def test_a_run_due_as_the_scheduler_stops_is_run_or_kept(tmp_path: Path) -> None:
+    """A round of the scheduler's thread past its state check when shutdown begins: its due run reaches a
+    live executor (and shutdown waits for it) or stays in the store, never spent unrun. The round is held
+    where APScheduler 3 logs that it looks for due jobs: after the state check, before the store's lock."""
+    counter = tmp_path / "runs.txt"
+    argv = [sys.executable, "-c", f"open({str(counter)!r}, 'a').write('x')"]
+    cfg = ScheduleConfig(cron="0 3 * * 0", workdir=str(tmp_path))
+    scheduler, job = start_scheduler(cfg, argv)
+    planned = job.next_run_time
+    in_round, release = threading.Event(), threading.Event()
+
+    class HeldLogger:
+        def __init__(self, inner: logging.Logger) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.inner, name)
+
+        def debug(self, msg: str, *args: object, **kwargs: object) -> None:
+            if msg == "Looking for jobs to run":
+                in_round.set()
+                release.wait(10)
+            self.inner.debug(msg, *args, **kwargs)
+
+    scheduler._logger = HeldLogger(scheduler._logger)
+    scheduler.modify_job(JOB_ID, next_run_time=planned - timedelta(weeks=1))  # due: wakes the thread
+    assert in_round.wait(10), "the scheduler's round no longer logs where this test holds it"
+    stopping = threading.Thread(target=scheduler.shutdown)
+    stopping.start()
+    time.sleep(0.3)  # shutdown under way while the round is held
+    release.set()
+    stopping.join(60)
+    assert not stopping.is_alive()
+    again, job = start_scheduler(cfg, argv)
+    again.pause()
+    again.shutdown()
+    ran = counter.is_file() and counter.read_text() == "x"
+    assert ran or job.next_run_time < planned, "the due run was neither run nor kept"
 
 
 def test_a_failed_run_is_logged_with_its_exit_status(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

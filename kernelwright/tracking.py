@@ -32,6 +32,7 @@ MODEL_TRAINING = "custom_model_development"  # that tag's value for a model-trai
 ML_WORKFLOW = "workflowType=machine_learning"  # the UI's GenAI / Model training switch, as a link sets it
 
 log = logging.getLogger(__name__)
+STORE_LOCK_TIMEOUT_S = 300.0  # how long a command waits for another one to finish creating the same SQLite store
 MLFLOW_SET_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID")  # set by mlflow.set_tracking_uri / set_experiment
 
 
@@ -44,18 +45,54 @@ def setup_tracking(store: Store | Path, experiment: str = EXPERIMENT) -> str:
     """
     if not isinstance(store, Store):
         store = Store.resolve(store)
+    from alembic.util.exc import CommandError  # MLflow's SQL store migrates its schema through alembic
+
     uri = store.tracking_uri
     mlflow.set_tracking_uri(uri)
-    try:
-        client = MlflowClient(uri)
-        exp = client.get_experiment_by_name(experiment)
-    except (MlflowException, SQLAlchemyError) as exc:  # an unknown scheme, a refused file store, no database
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        raise UsageError(f"MLflow tracking store {redacted(uri)} cannot be used: {redacted(first)}") from None
-    location = artifact_root(store.workdir).as_uri() if store.local else None
-    exp_id = _marked(client, exp) if exp else _created(client, experiment, location)
+    with _store_lock(uri):  # commands started together on a new store: one creates it, the others wait
+        try:
+            client = MlflowClient(uri)
+            exp = client.get_experiment_by_name(experiment)
+        except (MlflowException, SQLAlchemyError, CommandError) as exc:  # an unknown scheme, a refused file store,
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]  # no database, a newer schema
+            raise UsageError(f"MLflow tracking store {redacted(uri)} cannot be used: {redacted(first)}") from None
+        location = artifact_root(store.workdir).as_uri() if store.local else None
+        exp_id = _marked(client, exp) if exp else _created(client, experiment, location)
     mlflow.set_experiment(experiment_id=exp_id)
     return exp_id
+
+
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of a SQLite store URI (`sqlite:///rel/path`, `sqlite:////abs/path`); None for
+    another store or an in-memory one."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = uri.removeprefix("sqlite:///").split("?", 1)[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+@contextmanager
+def _store_lock(uri: str) -> Iterator[None]:
+    """Held while a command opens a SQLite store (creating or migrating its tables) and finds or creates
+    its experiment: MLflow does neither atomically, so two commands started together on a new store
+    fail with "table ... already exists" or an alembic version clash. Other stores: nothing held."""
+    path = sqlite_file(uri)
+    if path is None:
+        yield
+        return
+    from filelock import FileLock, Timeout
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(f"{path}.lock")
+    try:
+        lock.acquire(timeout=STORE_LOCK_TIMEOUT_S)
+    except Timeout:
+        raise UsageError(f"MLflow tracking store {redacted(uri)}: another command held {path}.lock for "
+                         f"{STORE_LOCK_TIMEOUT_S:.0f} s while opening it") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @contextmanager

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import os
 import shutil
 import sysconfig
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -20,7 +22,7 @@ from kernelwright.pipeline import PipelineConfig
 from kernelwright.retrain.config import PromoteConfig, RetrainConfig, ScheduleConfig
 from kernelwright.retrain.schedule import retrain_argv, run_retrain_job
 from kernelwright.serving.config import ServeConfig
-from kernelwright.tracking import EXPERIMENT
+from kernelwright.tracking import EXPERIMENT, sqlite_file
 from kernelwright.training.config import TrainConfig
 from kernelwright.workdir import TRACKING_URI_HELP, tracking_env
 from tests.retrain._pg import scratch_database
@@ -172,3 +174,32 @@ def test_tracking_env_puts_the_variable_back(monkeypatch: pytest.MonkeyPatch) ->
     with tracking_env(None):
         assert os.environ["MLFLOW_TRACKING_URI"] == "sqlite:///before.db"
     assert os.environ["MLFLOW_TRACKING_URI"] == "sqlite:///before.db"
+
+
+def _open_store(folder: str, barrier: Any, results: Any) -> None:
+    """One command's start, in a process of its own: the store opened and the experiment selected."""
+    from kernelwright.store import Store
+    from kernelwright.tracking import setup_tracking
+
+    barrier.wait()
+    try:
+        results.put(setup_tracking(Store.resolve(folder)))
+    except BaseException as e:  # noqa: BLE001 - the child reports whatever it met
+        results.put(f"{type(e).__name__}: {e}")
+
+
+def test_commands_started_together_on_a_new_store_all_open_it(tmp_path: Path) -> None:
+    """MLflow creates a SQLite store's tables and the experiment non-atomically: without the store's lock,
+    some of four processes started at once failed ("table experiment_tags already exists", alembic)."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=_open_store, args=(str(tmp_path), barrier, results)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    got = [results.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(60)
+    assert len(set(got)) == 1 and got[0].isdigit(), got  # one experiment, the same id for all four
+    assert sqlite_file(f"sqlite:///{tmp_path}/mlflow.db") == tmp_path / "mlflow.db"
+    assert sqlite_file("sqlite:///rel/m.db?mode=ro") == Path("rel/m.db")
+    assert sqlite_file("postgresql://h/db") is None and sqlite_file("sqlite://") is None

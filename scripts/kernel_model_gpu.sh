@@ -24,7 +24,8 @@
 #    verified pairs (bench/heldout_token_nll.py);
 # 6. the table over seeds (bench/cuset_ablation.py reads every evaluate-* folder), under one
 #    `cuset-ablation` parent run in WORKDIR/mlflow.db;
-# 7. the champion on the 13 held-out seed tasks (SEED_SAMPLES each; 0: not evaluated); `kernelwright serve`
+# 7. the champion on the 13 held-out seed tasks (SEED_SAMPLES each; 0: not evaluated) and on the builtin suite
+#    (BUILTIN_SAMPLES each; 0: not evaluated); `kernelwright serve`
 #    with its defaults, and the compile pass rate of its answers to SERVE_PROBLEMS held-out compositions
 #    (0: no server);
 # 8. with RL_STEPS > 0, `kernelwright rl` (its own MLflow run) from the version with the best
@@ -37,7 +38,7 @@
 # Env: PRETRAIN_MINUTES (default 8), TASKS (3000), STEPS (600), SEEDS ("0 1 2"),
 # MODES ("plain region cuset cusetA"; cusetSoft too on request), MASK_FLOOR (0.1), SAMPLES (1),
 # EVAL_PROBLEMS (100), MAX_NEW_TOKENS (3072), TEMPERATURE (0.2), EVAL_BATCH (64), TRAIN_BATCH (32),
-# PARALLEL (2), GEN_PARALLEL (4), OVERLAP (1), SEED_SAMPLES (2), SERVE_PROBLEMS (20), SERVE_CONCURRENCY (8), RL_STEPS (0),
+# PARALLEL (2), GEN_PARALLEL (4), OVERLAP (1), SEED_SAMPLES (2), BUILTIN_SAMPLES (1), SERVE_PROBLEMS (20), SERVE_CONCURRENCY (8), RL_STEPS (0),
 # RL_MAX_TOKENS (MAX_NEW_TOKENS), RL_ACCUM (8), RL_LEARNING_RATE, RL_VERIFY_JOBS and RL_ITEMS (rl's
 # --items-per-phase) (unset: rl's defaults),
 # RL_BESIDE (1), CHECK_COMPILE_BASELINE (false), CHECK_TIMING_BUDGET (1.0), STATIC_CACHE (true; false: the dynamic cache),
@@ -75,6 +76,7 @@ MODES="${MODES:-plain region cuset cusetA}"
 MASK_FLOOR="${MASK_FLOOR:-0.1}"
 OVERLAP="${OVERLAP:-1}"
 SEED_SAMPLES="${SEED_SAMPLES:-2}"
+BUILTIN_SAMPLES="${BUILTIN_SAMPLES:-1}"
 SERVE_PROBLEMS="${SERVE_PROBLEMS:-20}"
 # requests in flight at once for the serve figure: one at a time, every answer (whole kernels, ~1,500 tokens)
 # would decode alone; side by side the server batches them, as it would its clients'
@@ -342,10 +344,16 @@ PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/cuset_ablation.py "$WORKDIR" \
 
 CHAMPION="models:/kernelwright-coder@champion"
 if "$PY" -c "from mlflow import MlflowClient; MlflowClient().get_model_version_by_alias('kernelwright-coder', 'champion')" 2>/dev/null; then
-    out="$WORKDIR/champion-seed-heldout"
-    [ -e "$out/.done" ] || [ "$SEED_SAMPLES" = 0 ] || { $KW evaluate --model "$CHAMPION" --samples "$SEED_SAMPLES" \
-        --temperature "$TEMPERATURE" --max-new-tokens "$MAX_NEW_TOKENS" --static-cache "$STATIC_CACHE" --compile-baseline "$CHECK_COMPILE_BASELINE" \
-        --batch-size "$EVAL_BATCH" --no-gate --out "$out" --workdir "$WORKDIR"; touch "$out/.done"; }
+    champion_on() {  # OUT SAMPLES [SUITE FLAGS]: the champion's evaluation on a suite, once (SAMPLES 0: none)
+        local out="$WORKDIR/$1" samples="$2"
+        shift 2
+        [ -e "$out/.done" ] || [ "$samples" = 0 ] || { $KW evaluate --model "$CHAMPION" "$@" --samples "$samples" \
+            --temperature "$TEMPERATURE" --max-new-tokens "$MAX_NEW_TOKENS" --static-cache "$STATIC_CACHE" \
+            --compile-baseline "$CHECK_COMPILE_BASELINE" --batch-size "$EVAL_BATCH" --no-gate --out "$out" \
+            --workdir "$WORKDIR"; touch "$out/.done"; }
+    }
+    champion_on champion-seed-heldout "$SEED_SAMPLES"  # the 13 held-out seed tasks
+    champion_on champion-builtin "$BUILTIN_SAMPLES" --suite builtin  # kernelwright's own 50 problems
     if [ ! -e "$WORKDIR/serve_compile_rate.json" ] && [ "$SERVE_PROBLEMS" != 0 ]; then
         $KW serve > "$WORKDIR/serve.log" 2>&1 &  # every default: the champion of this work folder's registry
         SERVE_PID=$!

@@ -77,8 +77,8 @@ class RLConfig:
         "help": "Drop the speed term: reward compiling and correctness only (the judge still times every "
                 "candidate: its fallback_runtime and result_caching checks need the timed runs)."})
     reward_mode: str = field(default="auto", metadata={
-        "help": "gpu_judge (verify every candidate on this machine's GPU), nvrtc_static (static checks and NVRTC "
-                "only: the compile part, for a machine without a GPU) or auto (gpu_judge with a CUDA device)."})
+        "help": "gpu_judge (verify every candidate on this machine's GPU), nvrtc_static (static checks, NVRTC and "
+                "the host compile only: the compile part, for a machine without a GPU) or auto (gpu_judge with a CUDA device)."})
     verify_jobs: int = field(default=8, metadata={"help": "Candidates verified at once."})
     verify_timeout_s: float = field(default=300.0, metadata={
         "help": "Wall-clock limit per candidate's verification, build included, in seconds."})

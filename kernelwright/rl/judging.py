@@ -8,9 +8,12 @@
   Timing stays on even with --correctness-only: the fallback_runtime and result_caching checks are
   part of the timed runs.
 - `nvrtc_static`: every static check (PyTorch compute in ModelNew included: with no run there is no
-  kernel share to clear it, so it is a rejection here, as in curation), then NVRTC on the device
-  code. Passing both gives the verdict `no_gpu` (the compile part of the reward, nothing more);
-  NVRTC's rejection is `compile_error`.
+  kernel share to clear it, so it is a rejection here, as in curation), then the compile check a CPU
+  can run, as the evaluation's compile rate counts it there: NVRTC on the device code and the host
+  stage on the rest (the launcher, the bindings). Passing all gives the verdict `no_gpu` (the compile
+  part of the reward, nothing more); a failed stage is `compile_error`. NVRTC alone never sees host
+  code: an infill task's launch configuration is host code, so any answer to it would earn the
+  compile reward.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kernelwright.cuda.compile_check import check_many
-from kernelwright.cuda.compile_result import OK, UNAVAILABLE, CompileCheckSettings
+from kernelwright.cuda.compile_result import OK, UNAVAILABLE, CompileCheckSettings, CompileResult
 from kernelwright.cuda.static_checks import check_source
 from kernelwright.errors import NoCudaDevice, UsageError
 from kernelwright.pysource import compile_python, syntax_message
@@ -55,7 +58,7 @@ def pick_judge(cfg: RLConfig) -> Judge:
         if not cuda_available():
             raise NoCudaDevice("--reward-mode gpu_judge needs a CUDA device: use nvrtc_static (or auto) here")
         return gpu_judge(rl_verify_config(cfg), cfg.verify_jobs)
-    return nvrtc_static_judge(CompileCheckSettings(host=False, workers=cfg.verify_jobs))
+    return nvrtc_static_judge(CompileCheckSettings(workers=cfg.verify_jobs))
 
 
 def rl_verify_config(cfg: RLConfig) -> VerifyConfig:
@@ -104,9 +107,20 @@ def nvrtc_static_judge(settings: CompileCheckSettings) -> Judge:
         for i, result in zip(todo, check_many([sources[i] for i in todo], settings), strict=True):
             if result.device.status == UNAVAILABLE:
                 raise UsageError(f"the nvrtc_static reward needs NVRTC, which does not load here: {result.device.log}")
-            verdicts[i] = (Verdict.of("no_gpu", "static checks and NVRTC passed; not run (no GPU judge)")
-                           if result.device.status == OK else
-                           Verdict.of("compile_error", f"NVRTC: {result.device.log[:2000]}"))
+            if result.host.status == UNAVAILABLE:
+                raise UsageError("the nvrtc_static reward needs the host compile check (g++ and torch's headers), "
+                                 f"which does not run here: {result.host.log[:300]}")
+            verdicts[i] = compile_verdict(result)
         return [v for v in verdicts if v is not None]
 
     return judge
+
+
+def compile_verdict(result: CompileResult) -> Verdict:
+    """`no_gpu` when every stage that ran compiled, else `compile_error` with the failed stage's log."""
+    if result.ok:
+        stages = "NVRTC and the host compile" if result.host.status == OK else "NVRTC"
+        return Verdict.of("no_gpu", f"static checks and {stages} passed; not run (no GPU judge)")
+    if result.device.status != OK:
+        return Verdict.of("compile_error", f"NVRTC: {result.device.log[:2000]}")
+    return Verdict.of("compile_error", f"host compile: {result.host.log[:2000]}")

@@ -44,6 +44,24 @@ def test_nvrtc_static_gives_the_compile_part_only_and_rejects_cheats(tmp_path: P
     assert is_cheat(verdicts["try_except"]) and is_cheat(verdicts["torch_op"])
 
 
+def test_nvrtc_static_checks_the_host_code_an_infill_answer_may_be(tmp_path: Path) -> None:
+    """A launch configuration is host code, which NVRTC never sees: judged on the device code alone, a broken
+    launcher would earn the compile reward."""
+    honest = (CANDIDATES / "honest_affine.py").read_text()
+    launch = "honest_affine_kernel<<<(unsigned)((n + 255) / 256), 256>>>"
+    assert launch in honest
+    sources = {"honest": honest,
+               "bad_launch": honest.replace(launch, "honest_affine_kernel<<<(unsigned)(blocks), 256>>>")}
+    judge = nvrtc_static_judge(CompileCheckSettings(workers=2, cache_dir=tmp_path / "cache"))
+    verdicts = judge(_items(tmp_path, sources))
+    assert [(v.reason, v.detail.split(":")[0]) for v in verdicts] == [
+        ("no_gpu", "static checks and NVRTC and the host compile passed; not run (no GPU judge)"),
+        ("compile_error", "host compile")]
+    assert "blocks" in verdicts[1].detail
+    device_only = nvrtc_static_judge(CompileCheckSettings(host=False, workers=2, cache_dir=tmp_path / "cache"))
+    assert [v.reason for v in device_only(_items(tmp_path, sources))] == ["no_gpu", "no_gpu"]  # what it missed
+
+
 def test_the_gpu_judge_calls_unparsable_candidates_syntax_errors_itself(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []

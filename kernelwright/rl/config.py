@@ -78,7 +78,8 @@ class RLConfig:
                 "candidate: its fallback_runtime and result_caching checks need the timed runs)."})
     reward_mode: str = field(default="auto", metadata={
         "help": "gpu_judge (verify every candidate on this machine's GPU), nvrtc_static (static checks, NVRTC and "
-                "the host compile only: the compile part, for a machine without a GPU) or auto (gpu_judge with a CUDA device)."})
+                "the host compile only: the compile part, for a machine without a GPU) or auto (gpu_judge with a "
+                "CUDA device)."})
     verify_jobs: int = field(default=8, metadata={"help": "Candidates verified at once."})
     verify_timeout_s: float = field(default=300.0, metadata={
         "help": "Wall-clock limit per candidate's verification, build included, in seconds."})

@@ -194,7 +194,7 @@ def test_jobs_are_spread_over_the_gpus_given(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
-def test_the_champion_is_evaluated_on_the_seed_tasks_and_builtin_suite_and_served_unless_told_not_to(tmp_path: Path) -> None:
+def test_the_champion_is_evaluated_on_seed_tasks_and_builtin_suite_and_served_unless_told_not(tmp_path: Path) -> None:
     calls = _run(tmp_path, tmp_path / "w1", parallel=1, MODES="plain", CHAMPION="1", SERVE_PROBLEMS="5")
     # the server starts in the background: its own line may come after the check's, or not before it is stopped
     ran = [(k, a) for k, a in calls if k in ("seed-tasks", "builtin", "serve-check")]

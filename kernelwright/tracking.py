@@ -53,8 +53,9 @@ def setup_tracking(store: Store | Path, experiment: str = EXPERIMENT) -> str:
         try:
             client = MlflowClient(uri)
             exp = client.get_experiment_by_name(experiment)
-        except (MlflowException, SQLAlchemyError, CommandError) as exc:  # an unknown scheme, a refused file store,
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]  # no database, a newer schema
+        except (MlflowException, SQLAlchemyError, CommandError, OSError) as exc:  # an unknown scheme, a refused
+            # file store, no database, a newer schema, a folder MLflow cannot make for a new store
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             raise UsageError(f"MLflow tracking store {redacted(uri)} cannot be used: {redacted(first)}") from None
         location = artifact_root(store.workdir).as_uri() if store.local else None
         exp_id = _marked(client, exp) if exp else _created(client, experiment, location)
@@ -82,13 +83,18 @@ def _store_lock(uri: str) -> Iterator[None]:
         return
     from filelock import FileLock, Timeout
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(f"{path}.lock")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # as MLflow makes it for a new store
         lock.acquire(timeout=STORE_LOCK_TIMEOUT_S)
     except Timeout:
         raise UsageError(f"MLflow tracking store {redacted(uri)}: another command held {path}.lock for "
                          f"{STORE_LOCK_TIMEOUT_S:.0f} s while opening it") from None
+    except OSError as exc:  # a folder this user may read but not write: opened as before, unlocked, and
+        # where MLflow cannot open it either, its own error names the store
+        log.debug("no lock beside %s (%s): the store is opened without it", path, exc)
+        yield
+        return
     try:
         yield
     finally:

@@ -203,3 +203,33 @@ def test_commands_started_together_on_a_new_store_all_open_it(tmp_path: Path) ->
     assert sqlite_file(f"sqlite:///{tmp_path}/mlflow.db") == tmp_path / "mlflow.db"
     assert sqlite_file("sqlite:///rel/m.db?mode=ro") == Path("rel/m.db")
     assert sqlite_file("postgresql://h/db") is None and sqlite_file("sqlite://") is None
+
+
+def test_a_store_in_a_folder_not_made_yet_opens_as_mlflow_makes_it(tmp_path: Path) -> None:
+    from kernelwright.store import Store
+    from kernelwright.tracking import setup_tracking
+
+    missing = tmp_path / "no" / "such"
+    assert setup_tracking(Store(tmp_path, f"sqlite:///{missing}/mlflow.db")).isdigit()
+    assert (missing / "mlflow.db").is_file()
+    blocked = tmp_path / "a_file"
+    blocked.write_text("")
+    with pytest.raises(UsageError, match="cannot be used"):  # no folder can be made there: MLflow's error
+        setup_tracking(Store(tmp_path, f"sqlite:///{blocked}/sub/mlflow.db"))
+
+
+def test_a_folder_the_lock_cannot_be_written_in_opens_its_store_without_it(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store in a folder this user may read but not write (a shared, read-only store): opened as before."""
+    import filelock
+
+    from kernelwright.store import Store
+    from kernelwright.tracking import setup_tracking
+
+    first = setup_tracking(Store.resolve(tmp_path))
+
+    def refused(self: object, *args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(tmp_path / "mlflow.db.lock"))
+
+    monkeypatch.setattr(filelock.FileLock, "acquire", refused)
+    assert setup_tracking(Store.resolve(tmp_path)) == first

@@ -33,15 +33,12 @@ def timing_held(lock_path: str | None, gate: bool = False) -> Iterator[None]:
     """One timing at a time on the host; with the gate, no correctness step beside it either."""
     if lock_path is None:
         yield
-        return
-    if not gate:
+    elif not gate:
         with file_lock(Path(lock_path)):
             yield
-        return
-    with contextlib.ExitStack() as stack:
-        with file_lock(Path(lock_path + TURNSTILE_SUFFIX)):  # steps that come now queue behind this timing
-            stack.enter_context(file_lock(Path(lock_path)))
-        yield
+    else:
+        with _past_turnstile(lock_path, shared=False):
+            yield
 
 
 @contextlib.contextmanager
@@ -49,8 +46,16 @@ def gpu_step(lock_path: str | None, gate: bool) -> Iterator[None]:
     """A correctness step's share of the GPU: beside other steps, never beside a timing (gate on)."""
     if lock_path is None or not gate:
         yield
-        return
+    else:
+        with _past_turnstile(lock_path, shared=True):
+            yield
+
+
+@contextlib.contextmanager
+def _past_turnstile(lock_path: str, shared: bool) -> Iterator[None]:
+    """The lock (shared by steps, exclusive for a timing), taken while holding the turnstile and held after
+    the turnstile is let go: whoever waits at the turnstile is next."""
     with contextlib.ExitStack() as stack:
         with file_lock(Path(lock_path + TURNSTILE_SUFFIX)):
-            stack.enter_context(file_lock(Path(lock_path), shared=True))
+            stack.enter_context(file_lock(Path(lock_path), shared=shared))
         yield

@@ -23,7 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from kernelwright.errors import UsageError
 from kernelwright.store import Store
-from kernelwright.workdir import artifact_root, redacted
+from kernelwright.workdir import artifact_root, redacted, sqlite_file
 
 EXPERIMENT = "kernelwright"
 REGISTERED_MODEL = "kernelwright-coder"
@@ -61,15 +61,6 @@ def setup_tracking(store: Store | Path, experiment: str = EXPERIMENT) -> str:
         exp_id = _marked(client, exp) if exp else _created(client, experiment, location)
     mlflow.set_experiment(experiment_id=exp_id)
     return exp_id
-
-
-def sqlite_file(uri: str) -> Path | None:
-    """The database file of a SQLite store URI (`sqlite:///rel/path`, `sqlite:////abs/path`); None for
-    another store or an in-memory one."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    path = uri.removeprefix("sqlite:///").split("?", 1)[0]
-    return Path(path) if path and path != ":memory:" else None
 
 
 @contextmanager

@@ -34,6 +34,15 @@ def tracking_uri(workdir: Path, override: str | None = None) -> str:
     return override or os.environ.get(TRACKING_ENV) or f"sqlite:///{workdir / 'mlflow.db'}"
 
 
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of a SQLite store URI (`sqlite:///rel/path`, `sqlite:////abs/path`); None for
+    another store or an in-memory one."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = uri.removeprefix("sqlite:///").split("?", 1)[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
 @contextmanager
 def tracking_env(uri: str | None) -> Iterator[None]:
     """MLFLOW_TRACKING_URI set to `uri` for the duration, so that everything the command does (and the

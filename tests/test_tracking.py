@@ -22,9 +22,9 @@ from kernelwright.pipeline import PipelineConfig
 from kernelwright.retrain.config import PromoteConfig, RetrainConfig, ScheduleConfig
 from kernelwright.retrain.schedule import retrain_argv, run_retrain_job
 from kernelwright.serving.config import ServeConfig
-from kernelwright.tracking import EXPERIMENT, sqlite_file
+from kernelwright.tracking import EXPERIMENT
 from kernelwright.training.config import TrainConfig
-from kernelwright.workdir import TRACKING_URI_HELP, tracking_env
+from kernelwright.workdir import TRACKING_URI_HELP, sqlite_file, tracking_env
 from tests.retrain._pg import scratch_database
 
 FIXTURES = Path(__file__).parent / "fixtures" / "verify"

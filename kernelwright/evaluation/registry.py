@@ -24,6 +24,7 @@ from mlflow.tracking import MlflowClient
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.metrics import OWN
 from kernelwright.verifier.verdict import JUDGE_VERSION
+from kernelwright.workdir import sqlite_file
 
 log = logging.getLogger(__name__)
 CHAMPION = "champion"
@@ -92,8 +93,9 @@ def _store_key(uri: str) -> str:
     """The tracking store a URI names, one spelling per store: a SQLite file's or a local file store's
     path resolved (relative, absolute and `file:` spellings of one store share its gate); a server's
     URI as it is."""
-    if uri.startswith("sqlite:///"):
-        return "sqlite:" + str(Path(uri[len("sqlite:///"):]).resolve())
+    database = sqlite_file(uri)
+    if database is not None:
+        return "sqlite:" + str(database.resolve())
     if uri.startswith("file://"):
         return "file:" + str(Path(uri[len("file://"):]).resolve())
     if "://" in uri or uri.startswith("databricks"):

@@ -17,6 +17,7 @@ from kernelwright.serving.backend import ScriptedBackend, ServingBackend
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.reload import Reloader
 from kernelwright.serving.schemas import ModelInfo
+from kernelwright.workdir import sqlite_file
 
 log = logging.getLogger(__name__)
 # run off the event loop (a model load), or awaited on it (the openai backend waiting for its engine)
@@ -31,7 +32,7 @@ def use_store(cfg: ServeConfig) -> None:
     from kernelwright.store import Store
 
     uri = Store.of(cfg).tracking_uri
-    database = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+    database = sqlite_file(uri)
     if database is not None and not database.is_file():
         raise UsageError(f"no MLflow store at {database} to resolve {cfg.model}: train and register a model first "
                          "(kernelwright pipeline), or pass --model PATH")

@@ -116,7 +116,6 @@ def build_scheduler(cfg: ScheduleConfig, workdir: Path) -> Any:
     from apscheduler.executors.pool import ThreadPoolExecutor
     from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
     from apscheduler.schedulers.background import BackgroundScheduler
-    from apscheduler.schedulers.base import STATE_STOPPED
 
     class Scheduler(BackgroundScheduler):
         """APScheduler 3's thread looks for due jobs once more after shutdown, and a round already past its
@@ -139,10 +138,8 @@ def build_scheduler(cfg: ScheduleConfig, workdir: Path) -> Any:
             super().shutdown(wait)
 
         def _process_jobs(self) -> float | None:
-            with self._round:
-                if self._stopping or self.state == STATE_STOPPED:
-                    return None
-                return super()._process_jobs()
+            with self._round:  # shutdown sets _stopping before the state, so this covers the stopped state too
+                return None if self._stopping else super()._process_jobs()
 
     return Scheduler(
         jobstores={"default": SQLAlchemyJobStore(url=job_store_uri(cfg, workdir))},

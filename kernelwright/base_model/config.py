@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from kernelwright.base_model.corpus import Selection
+from kernelwright.base_model.corpus import SOURCE_NAMES, Selection
 from kernelwright.workdir import TRACKING_URI_HELP
 
 REGISTERED_BASE = "kernelwright-base"  # the registry name of every base this command builds
@@ -58,6 +58,10 @@ class PretrainConfig:
     tracking_uri: str | None = field(default=None, metadata={"help": TRACKING_URI_HELP})
     source: list[str] = field(default_factory=list, metadata={
         "help": "Folders of code to pretrain on instead of the installed packages'; repeatable.", "action": "extend"})
+    require_sources: list[str] = field(default_factory=list, metadata={
+        "help": "Installed sources the corpus must hold (names: " + ", ".join(SOURCE_NAMES) + "); one not "
+                "installed is an error naming its package. Empty: whatever is installed. Repeatable.",
+        "action": "extend"})
     decontaminate_against: list[str] = field(default_factory=list, metadata={
         "help": "More evaluation folders to exclude (the seed corpus and the suite always are); repeatable.",
         "action": "extend"})
@@ -97,6 +101,8 @@ class PretrainConfig:
         if 0 < self.vocab_size < MIN_VOCAB:
             raise ValueError(f"vocab_size must be 0 (the size's) or at least {MIN_VOCAB}: the 256 byte tokens and "
                              "the special tokens, with room for merges")
+        if self.require_sources and self.source:
+            raise ValueError("require_sources names installed sources, which --source folders replace: give one")
         if self.seq_len == 1:
             raise ValueError("seq_len must be 0 (the size's) or at least 2: one token has no next token to learn")
         if self.seq_len and SIZES[self.size].short_seq_len and self.seq_len % SIZES[self.size].short_seq_len:

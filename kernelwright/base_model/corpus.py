@@ -41,18 +41,20 @@ from kernelwright.base_model.corpus_sources import (
     C_SUFFIXES,
     DEVICE_CODE,
     PY_SUFFIXES,
+    SOURCE_NAMES,
     UNKNOWN_LICENCE,
     Source,
     folder_sources,
     installed_sources,
+    require_installed,
 )
 from kernelwright.code_norm import c_code_tokens, code_tokens, shingles
 from kernelwright.decontaminate import EvalIndex, build_index, gram_matches
 from kernelwright.errors import UsageError
 
 __all__ = ["C_SUFFIXES", "DEVICE_CODE", "PY_SUFFIXES", "Corpus", "Document", "Selection", "Source", "build_corpus",
-           "candidates", "decontaminate", "digest_of", "exclusion_folders", "folder_sources", "installed_sources",
-           "plan_corpus"]
+           "SOURCE_NAMES", "candidates", "decontaminate", "digest_of", "exclusion_folders", "folder_sources",
+           "installed_sources", "plan_corpus", "require_installed"]
 
 def exclusion_folders(extra: Sequence[str | Path] = ()) -> list[Path]:
     """The seed corpus, the evaluation suite and any extra evaluation folders."""

@@ -42,6 +42,7 @@ from kernelwright.base_model.corpus import (
     exclusion_folders,
     folder_sources,
     plan_corpus,
+    require_installed,
 )
 from kernelwright.base_model.loop import (
     LoopPlan,
@@ -93,6 +94,7 @@ def _sources(cfg: PretrainConfig) -> list[Source] | None:
 def check_pretrain_config(cfg: PretrainConfig) -> None:
     """Refuse missing folders before any store is touched."""
     folder_sources(cfg.source)
+    require_installed(cfg.require_sources)
     for folder in cfg.decontaminate_against:
         if not Path(folder).is_dir():
             raise UsageError(f"--decontaminate-against: folder not found: {folder}")

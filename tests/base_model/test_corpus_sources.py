@@ -9,8 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from kernelwright.base_model.config import PretrainConfig
 from kernelwright.base_model.corpus import Selection, build_corpus, main, plan_corpus
-from kernelwright.base_model.corpus_sources import Source, installed_sources, package_dirs, spdx_tag
+from kernelwright.base_model.corpus_sources import (
+    Source,
+    installed_sources,
+    package_dirs,
+    require_installed,
+    spdx_tag,
+)
+from kernelwright.errors import UsageError
 from kernelwright.seed import load_seed_tasks
 
 KERNEL = "__global__ void scale(float* x, float a, int n) {{ int i = threadIdx.x; if (i < n) x[i] *= a; }}  // {}\n"
@@ -84,6 +92,22 @@ def test_a_package_not_installed_gives_no_source(site: Path) -> None:
     assert [s.name for s in only_cutlass] == ["cutlass"]
     assert installed_sources(lambda name: []) == []
     assert package_dirs("no_such_package_for_the_corpus") == []
+
+
+def test_a_required_source_not_installed_is_an_error_naming_its_package(site: Path) -> None:
+    require_installed(["cutlass", "cccl", "flashinfer"], _locate(site))
+    no_cccl = lambda name: [site / name] if name != "nvidia" else []  # noqa: E731
+    with pytest.raises(UsageError, match=r"cccl, cuda-runtime not installed; install .*nvidia-cuda-cccl"):
+        require_installed(["cutlass", "cccl", "cuda-runtime"], no_cccl)
+    require_installed([], lambda name: [])
+    with pytest.raises(UsageError, match="unknown source.*no-such"):
+        require_installed(["no-such"], _locate(site))
+
+
+def test_required_sources_are_not_given_beside_source_folders() -> None:
+    assert PretrainConfig(require_sources=["cutlass", "cccl"]).require_sources == ["cutlass", "cccl"]
+    with pytest.raises(ValueError, match="--source folders replace"):
+        PretrainConfig(require_sources=["cutlass"], source=["somewhere"])
 
 
 def test_the_cccl_of_the_cuda_cccl_python_package_and_of_the_cuda_12_wheel(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ case " $* " in
     *" --no-gate --out "*champion-builtin*) mkdir -p "$(get --out)"; log builtin "$(get --suite)" ;;
     *".cli serve"*) log serve -; sleep 30 ;;
     *serve_compile_rate*) log serve-check "$(get --count)"; echo '{}' > "$(get --json)" ;;
-    *" base-model pretrain "*) mkdir -p "$(get --out)"; log pretrain - ;;
+    *" base-model pretrain "*) mkdir -p "$(get --out)"; log pretrain "require=$(get --require-sources)" ;;
     *".cli rl "*) log rl-start -; sleep 0.3; [ -z "${FAIL_RL:-}" ] || exit 4; mkdir -p "$(get --out)/final"
                   accum="$(get --gradient-accumulation-steps)"
                   log rl "accum=$accum:infill=$(get --infill-steps):$(basename "$(get --model)")" ;;
@@ -102,6 +102,19 @@ def test_the_recipes_order_of_work_gating_and_resumption(tmp_path: Path) -> None
     assert "nll" in args and kinds[-1] == "table"  # no champion: no evaluation of it, no server
     again = [k for k, _ in _run(tmp_path, workdir, parallel=3, TRAIN_INFILL="1")]
     assert again == ["pretrain", "table"]  # pretraining reuses its base itself; nothing else is redone
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
+def test_the_corpus_sources_the_base_must_read_are_checked_before_any_work(tmp_path: Path) -> None:
+    calls = _run(tmp_path, tmp_path / "w1", parallel=1, MODES="plain", CORPUS_SOURCES="torch-nn")  # torch is here
+    assert [a for k, a in calls if k == "pretrain"] == ["require=torch-nn"]
+    assert [a for k, a in _run(tmp_path, tmp_path / "w2", parallel=1, MODES="plain") if k == "pretrain"] == [
+        "require="]  # a smoke run requires nothing unless told
+    missing = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "w3")], cwd=ROOT, capture_output=True, text=True,
+                             env={"PATH": "/usr/bin:/bin", "SMOKE": "1", "CORPUS_SOURCES": "torch-nn no-such",
+                                  "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)})
+    assert missing.returncode == 2 and "CORPUS_SOURCES: --require-sources: unknown source(s) no-such" in missing.stderr
+    assert not (tmp_path / "w3" / "base").exists()
 
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")

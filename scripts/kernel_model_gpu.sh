@@ -50,7 +50,8 @@
 # count, so on 4 GPUs PARALLEL=8 trains two versions on each), CHECK_PARALLEL (evaluations checked at once:
 # PARALLEL + 1; the judge's workers are the cores shared out among them),
 # CORPUS_SOURCES (the installed corpus sources pretraining requires: "cutlass cccl flashinfer", the `corpus` extra's;
-# empty: whatever is installed), PYTHON, SMOKE=1 (a CPU smoke run: tiny base, unverified pairs, NVRTC-only checks; never for figures).
+# empty: whatever is installed), PYTHON, SMOKE=1 (a CPU smoke run: tiny base, unverified pairs, NVRTC-only checks;
+# never for figures).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/side_by_side.sh"
 

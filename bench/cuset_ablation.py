@@ -18,7 +18,8 @@ Rows per (suite, figure): the NLL figures (`nll_other` counts the masked tokens 
 own.fast_0, own.fast_1 and, for infill suites, `infill.<kind>.compile_rate` and `.correct_rate`
 per region kind; per mode the mean, sample sd and range over seeds and what it is over (samples
 or tokens), per seed the mode minus plain. A mode wins (loses) beyond the spread when its worst
-seed beats plain's best (the reverse), with two seeds a side at least.
+seed beats plain's best (the reverse), with two seeds a side at least. Beside it, for rates, Fisher's
+exact p of the successes pooled over seeds (ablation_stats.py): a reading aid, not the verdict.
 
 Outputs: markdown (stdout, `--markdown`), `--json` a record per row, `--png` panels per suite (NLL
 on a log axis, rates from 0; ablation_plot.py), and with `--tracking-uri` one `cuset-ablation`
@@ -94,6 +95,7 @@ class Row:
     cells: dict[str, Cell]  # mode -> cell, in mode order
     diffs: dict[str, dict[int, float]]  # mode -> seed -> mode - plain, over seeds both have (plain left out)
     verdicts: dict[str, str]  # mode -> WINS, LOSES, WITHIN, ONE_SEED or NOT_COMPARED (plain left out)
+    p_values: dict[str, float | None] = field(default_factory=dict)  # mode -> pooled Fisher p (rates only)
 
     @property
     def name(self) -> str:
@@ -235,13 +237,18 @@ def compare(suite: str, figure: str, cells: dict[str, Cell]) -> Row:
     """The row of one figure: modes in order, each mode minus plain per seed, each mode's verdict."""
     ordered = {m: cells[m] for m in _ordered(set(cells), MODE_ORDER)}
     plain = ordered.get(BASELINE, Cell({}))
-    diffs, verdicts = {}, {}
+    from ablation_stats import pooled_fisher_p
+
+    diffs, verdicts, p_values = {}, {}, {}
     for mode, cell in ordered.items():
         if mode != BASELINE:
             seeds = sorted(cell.values.keys() & plain.values.keys())
             diffs[mode] = {s: cell.values[s] - plain.values[s] for s in seeds}
             verdicts[mode] = judge(figure, cell, plain)
-    return Row(suite, figure, "tokens" if figure in NLL_FIGURES else "samples", ordered, diffs, verdicts)
+            rate = figure not in NLL_FIGURES
+            p_values[mode] = pooled_fisher_p(cell.values, cell.counts, plain.values, plain.counts) if rate else None
+    unit = "tokens" if figure in NLL_FIGURES else "samples"
+    return Row(suite, figure, unit, ordered, diffs, verdicts, p_values)
 
 
 def table(*workdirs: Path) -> list[Row]:
@@ -281,15 +288,17 @@ def markdown(rows: list[Row]) -> str:
     out = []
     for suite in suites(rows):
         out += [f"### {suite}: {SUITE_NAMES.get(suite, suite)}", "",
-                "| figure | mode | mean ± sd (seeds) | range over seeds | over | mode - plain per seed | vs plain |",
-                "| --- | --- | --- | --- | --- | --- | --- |"]
+                "| figure | mode | mean ± sd (seeds) | range over seeds | over | mode - plain per seed | vs plain "
+                "| p, pooled |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in (r for r in rows if r.suite == suite):
             for mode, cell in r.cells.items():
                 over = "-" if cell.count is None else f"{cell.count} {r.unit}"
                 diffs = ", ".join(f"s{s}: {d:+.4f}" for s, d in r.diffs.get(mode, {}).items()) or "-"
                 verdict = "baseline" if mode == BASELINE else r.verdicts[mode]
                 figure = r.figure + (" (lower better)" if r.figure in LOWER_IS_BETTER else "")
-                out.append(f"| {figure} | {mode} | {_fmt(cell)} | {_range(cell)} | {over} | {diffs} | {verdict} |")
+                p = r.p_values.get(mode)
+                out.append(f"| {figure} | {mode} | {_fmt(cell)} | {_range(cell)} | {over} | {diffs} | {verdict} "
+                           f"| {'-' if p is None else f'{p:.2g}'} |")
         out.append("")
     return "\n".join(out)
 
@@ -299,7 +308,7 @@ def record(r: Row) -> dict[str, Any]:
     cells = {m: {"values": c.values, "counts": c.counts, "mean": c.mean, "std": c.std, "min": c.low, "max": c.high,
                  "count": c.count} for m, c in r.cells.items()}
     return {"suite": r.suite, "figure": r.figure, "unit": r.unit, "lower_is_better": r.figure in LOWER_IS_BETTER,
-            "modes": cells, "minus_plain": r.diffs, "vs_plain": r.verdicts}
+            "modes": cells, "minus_plain": r.diffs, "vs_plain": r.verdicts, "p_pooled": r.p_values}
 
 
 def panels(rows: list[Row]) -> list[tuple[str, bool, list[Row]]]:

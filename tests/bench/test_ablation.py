@@ -312,3 +312,22 @@ def test_a_saved_table_stands_in_for_its_run(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(sys, "argv", ["cuset_ablation.py", str(tmp_path / "junk.json")])
     with pytest.raises(SystemExit, match="junk.json: not a table written by cuset_ablation.py"):
         ablation.main()
+
+
+def test_a_pooled_fisher_p_beside_the_spread_rule() -> None:
+    stats = importlib.import_module("ablation_stats")
+    plain = ablation.Cell({0: 2 / 7, 1: 2 / 7}, {0: 7, 1: 7})
+    region = ablation.Cell({0: 3 / 7, 1: 4 / 7}, {0: 7, 1: 7})
+    row = ablation.compare("infill", "infill.index_guard.correct_rate", {"plain": plain, "region": region})
+    # every seed of region beats every seed of plain, yet 7 of 14 against 4 of 14 is well within chance
+    assert row.verdicts["region"] == ablation.WINS and row.p_values["region"] == pytest.approx(0.44, abs=0.01)
+    far = ablation.compare("synth", "compile_rate", {"plain": ablation.Cell({0: 19 / 30, 1: 20 / 30}, {0: 30, 1: 30}),
+                                                     "cuset": ablation.Cell({0: 9 / 30, 1: 4 / 30}, {0: 30, 1: 30})})
+    assert far.p_values["cuset"] < 1e-4
+    assert "| 0.44 |" in ablation.markdown([row])
+    assert ablation.record(row)["p_pooled"]["region"] == row.p_values["region"]
+    nll = ablation.compare("synth", "nll_sensitive", {"plain": ablation.Cell({0: 0.8}, {0: 100}),
+                                                      "cuset": ablation.Cell({0: 0.7}, {0: 100})})
+    assert nll.p_values == {"cuset": None}  # not a rate
+    assert stats.pooled_fisher_p({0: 0.5}, {}, {0: 0.4}, {0: 10}) is None  # no count
+    assert stats.pooled_fisher_p({0: 0.55}, {0: 10}, {0: 0.4}, {0: 10}) is None  # 5.5 successes: not a rate of 10

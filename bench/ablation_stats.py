@@ -31,6 +31,8 @@ def pooled_fisher_p(rates: Mapping[int, float], counts: Mapping[int, int], base_
     from scipy.stats import fisher_exact
 
     seeds = sorted(rates.keys() & base_rates.keys() & counts.keys() & base_counts.keys())
+    if not seeds:
+        return None
     table = [[0, 0], [0, 0]]
     for row, (r, c) in enumerate(((rates, counts), (base_rates, base_counts))):
         for s in seeds:
@@ -39,6 +41,4 @@ def pooled_fisher_p(rates: Mapping[int, float], counts: Mapping[int, int], base_
                 return None
             table[row][0] += k
             table[row][1] += c[s] - k
-    if not seeds:
-        return None
     return float(fisher_exact(table, alternative="two-sided").pvalue)

@@ -239,15 +239,15 @@ def compare(suite: str, figure: str, cells: dict[str, Cell]) -> Row:
     plain = ordered.get(BASELINE, Cell({}))
     from ablation_stats import pooled_fisher_p
 
+    unit = "tokens" if figure in NLL_FIGURES else "samples"  # samples: a rate, tested for chance too
     diffs, verdicts, p_values = {}, {}, {}
     for mode, cell in ordered.items():
         if mode != BASELINE:
             seeds = sorted(cell.values.keys() & plain.values.keys())
             diffs[mode] = {s: cell.values[s] - plain.values[s] for s in seeds}
             verdicts[mode] = judge(figure, cell, plain)
-            rate = figure not in NLL_FIGURES
-            p_values[mode] = pooled_fisher_p(cell.values, cell.counts, plain.values, plain.counts) if rate else None
-    unit = "tokens" if figure in NLL_FIGURES else "samples"
+            p_values[mode] = (pooled_fisher_p(cell.values, cell.counts, plain.values, plain.counts)
+                              if unit == "samples" else None)
     return Row(suite, figure, unit, ordered, diffs, verdicts, p_values)
 
 

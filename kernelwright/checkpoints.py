@@ -3,11 +3,13 @@ from, and the MLflow run it was logging to.
 
 An output folder holds the trainer's `checkpoint-<step>` folders and `RUN_ID_FILE`, the id of the
 MLflow run logging to it; `RunIdInCheckpoints` writes that id into every checkpoint too (a copied
-checkpoint still names its run).
+checkpoint still names its run). `TimeLimit` ends a run after a wall-clock budget with a checkpoint to resume
+from.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from mlflow.exceptions import MlflowException
@@ -48,3 +50,27 @@ class RunIdInCheckpoints(TrainerCallback):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if state.is_world_process_zero and folder.is_dir():
             atomic.write_text(folder / RUN_ID_FILE, self.run_id)
+
+
+class TimeLimit(TrainerCallback):
+    """Stops training at the end of the first step that ends `seconds` or more after training began in this
+    process, and asks for a checkpoint there, so a later run resumes from that step. `stopped_at_step` is that
+    step (None while the budget holds); 0 seconds: no limit."""
+
+    def __init__(self, seconds: float, clock=time.monotonic) -> None:  # type: ignore[no-untyped-def]
+        self.seconds = seconds
+        self.clock = clock
+        self.started: float | None = None
+        self.stopped_at_step: int | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+        self.started = self.clock()
+
+    def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+        if self.seconds <= 0 or self.started is None or self.clock() - self.started < self.seconds:
+            return control
+        if state.global_step < state.max_steps:  # the last step stops and saves anyway
+            control.should_training_stop = True
+            control.should_save = True
+            self.stopped_at_step = state.global_step
+        return control

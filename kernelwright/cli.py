@@ -134,7 +134,8 @@ def _rl(argv: Sequence[str]) -> int:
     r = rl_command(cfg)
     console.print(f"[green]rl[/] -> {r.model_dir}: {r.global_step} steps, reward {r.reward_mode}, mean reward "
                   f"{r.mean_reward:.3f}, correct {r.correct_rate:.2f}, cheat rate {r.cheat_rate:.2f}; "
-                  f"registered version {r.registered_version}")
+                  f"registered version {r.registered_version}"
+                  + (" (stopped by --max-minutes)" if r.stopped_by_time else ""))
     return 0
 
 

@@ -31,7 +31,7 @@
 # 8. with RL_STEPS > 0, `kernelwright rl` (its own MLflow run) from the version with the best
 #    held-out-composition fast_0, then compile rate (no champion needed: a policy that compiles
 #    already earns reward); the RL version is then generated for and judged on the same held-out
-#    compositions, and rl_vs_start.json sets its figures beside its starting version's.
+#    compositions and infill tasks, and rl_vs_start.json sets its figures beside its starting version's.
 # A step whose output is there is skipped, and pretraining, synthesis and training resume from their
 # checkpoints, so the recipe runs as several time-boxed calls on one host:
 #     PRETRAIN_MINUTES=6 timeout 580 bash scripts/kernel_model_gpu.sh W
@@ -39,8 +39,8 @@
 # MODES ("plain region cuset cusetA"; cusetSoft too on request), MASK_FLOOR (0.1), SAMPLES (1),
 # EVAL_PROBLEMS (100), MAX_NEW_TOKENS (3072), TEMPERATURE (0.2), EVAL_BATCH (64), TRAIN_BATCH (32),
 # PARALLEL (2), GEN_PARALLEL (4), OVERLAP (1), SEED_SAMPLES (2), BUILTIN_SAMPLES (1), SERVE_PROBLEMS (20), SERVE_CONCURRENCY (8), RL_STEPS (0),
-# RL_MAX_TOKENS (MAX_NEW_TOKENS), RL_ACCUM (8), RL_LEARNING_RATE, RL_VERIFY_JOBS and RL_ITEMS (rl's
-# --items-per-phase) (unset: rl's defaults),
+# RL_MAX_TOKENS (MAX_NEW_TOKENS), RL_ACCUM (8), RL_LEARNING_RATE, RL_VERIFY_JOBS, RL_ITEMS (rl's
+# --items-per-phase) and RL_MINUTES (rl's --max-minutes) (unset: rl's defaults),
 # RL_BESIDE (1), CHECK_COMPILE_BASELINE (false), CHECK_TIMING_BUDGET (1.0), STATIC_CACHE (true; false: the dynamic cache),
 # TRAIN_INFILL (0.2: a fifth of the infill tasks in training; 1: every one; 0: whole kernels only, and no infill
 # evaluation),
@@ -91,6 +91,7 @@ RL_ACCUM="${RL_ACCUM:-8}"
 RL_LEARNING_RATE="${RL_LEARNING_RATE:+--learning-rate $RL_LEARNING_RATE}"
 RL_VERIFY_JOBS="${RL_VERIFY_JOBS:+--verify-jobs $RL_VERIFY_JOBS}"
 RL_ITEMS="${RL_ITEMS:+--items-per-phase $RL_ITEMS}"
+RL_MINUTES="${RL_MINUTES:+--max-minutes $RL_MINUTES}"  # rl stops after these minutes of training, saved and registered
 RL_BESIDE="${RL_BESIDE:-1}"  # 1: with one trained version, RL starts beside its evaluations
 TRAIN_BATCH="${TRAIN_BATCH:-32}"
 TRAIN_INFILL="${TRAIN_INFILL:-0.2}"
@@ -311,7 +312,7 @@ run_rl() {  # SEED-MODE: kernelwright rl from its version, once
     [ "$TRAIN_INFILL" != 0 ] || infill=(--infill-steps 0)
     $KW rl --model "$(model_of "$1")" --data "$SYN" --steps "$RL_STEPS" \
         --max-completion-length "$RL_MAX_TOKENS" --gradient-accumulation-steps "$RL_ACCUM" "${infill[@]}" \
-        $RL_LEARNING_RATE $RL_VERIFY_JOBS $RL_ITEMS --seed "${1%%-*}" --out "$WORKDIR/rl" --workdir "$WORKDIR" || return 1
+        $RL_LEARNING_RATE $RL_VERIFY_JOBS $RL_ITEMS $RL_MINUTES --seed "${1%%-*}" --out "$WORKDIR/rl" --workdir "$WORKDIR" || return 1
     touch "$WORKDIR/rl/.done"
 }
 
@@ -404,22 +405,31 @@ if [ "$RL_STEPS" -gt 0 ] && START=$(best_version); then
         [ "$(cat "$RL_BESIDE_RC")" = 0 ] || { echo "kernelwright rl failed: see $WORKDIR/rl.log" >&2; exit 1; }
     fi
     run_rl "$START"
-    out="$WORKDIR/rl-evaluate-synth" RL_MODEL=$(registered_or_folder "$WORKDIR/rl/final")
-    generate_into echo "$RL_MODEL" synth "$out" "${START%%-*}"
-    check_into echo "$RL_MODEL" synth "$out" "${START%%-*}" "$(nproc)"  # gated like any version
-    "$PY" - "$WORKDIR/evaluate-seed$START-synth/results.json" "$out/results.json" "$START" "$RL_MODEL" \
-        "$WORKDIR/rl_vs_start.json" <<'PY'
+    RL_MODEL=$(registered_or_folder "$WORKDIR/rl/final")
+    read -r -a SUITE_LIST <<< "$SUITES"
+    jobs=$(( $(nproc) / ${#SUITE_LIST[@]} )) pids=()
+    for suite in "${SUITE_LIST[@]}"; do  # the suites its start was evaluated on, side by side; the compositions' gates
+        out="$WORKDIR/rl-evaluate-$suite" gate=--no-gate
+        [ "$suite" != synth ] || gate=
+        ( generate_into echo "$RL_MODEL" "$suite" "$out" "${START%%-*}"
+          check_into echo "$RL_MODEL" "$suite" "$out" "${START%%-*}" "$(( jobs > 0 ? jobs : 1 ))" $gate ) &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || { echo "the RL version's evaluation failed" >&2; exit 1; }; done
+    "$PY" - "$WORKDIR" "$START" "$RL_MODEL" $SUITES <<'PY'
 import json, sys
 from pathlib import Path
 from kernelwright.atomic import write_json
-start, after, name, model, dest = sys.argv[1:]
+workdir, start, model, *suites = sys.argv[1:]
 keys = ("samples", "compile_rate", "fast_0", "fast_1", "own.fast_0", "own.fast_1", "kb.fast_0", "cheat_rate")
 rows = {}
-for label, path in (("start", start), ("rl", after)):
-    metrics = json.loads(Path(path).read_text())["metrics"]
-    rows[label] = {k: metrics[k] for k in keys if k in metrics}
-what = "held-out compositions: the RL version beside the SFT version it started from"
-write_json(Path(dest), {"what": what, "start": name, "rl_model": model, **rows})
+for suite in suites:
+    pairs = (("start", f"evaluate-seed{start}-{suite}"), ("rl", f"rl-evaluate-{suite}"))
+    metrics = {label: json.loads((Path(workdir) / folder / "results.json").read_text())["metrics"]
+               for label, folder in pairs}
+    rows[suite] = {label: {k: m[k] for k in keys if k in m} for label, m in metrics.items()}
+what = "the RL version beside the SFT version it started from, on each held-out suite (synth: compositions)"
+write_json(Path(workdir) / "rl_vs_start.json", {"what": what, "start_version": start, "rl_model": model, **rows})
 print(json.dumps(rows))
 PY
 elif [ "$RL_STEPS" -gt 0 ]; then

@@ -35,6 +35,11 @@ class RLConfig:
         "help": "A `kernelwright synthesize` output folder (train/, infill/train/; its held-out parts are never "
                 "trained on). None: <workdir>/synthesize."})
     steps: int = field(default=200, metadata={"help": "Optimizer steps in all, both phases."})
+    max_minutes: float = field(default=0.0, metadata={
+        "help": "Wall-clock minutes of training in this process, after which it stops at the end of the step in "
+                "progress and checkpoints, saves, registers and logs as a finished run does (a later call with the "
+                "same --out resumes from there); the infill phase comes first, so a short budget may never reach "
+                "whole problems. 0: no limit, --steps decides."})
     infill_steps: int | None = field(default=None, metadata={
         "help": "Steps of phase 1 (infill tasks: complete a hidden region of a verified kernel); the rest are phase 2 "
                 "(whole problems). None: half of --steps; 0: no infill phase."})
@@ -113,6 +118,8 @@ class RLConfig:
             raise UsageError(f"steps must be positive, not {self.steps}")
         if not 0.0 < self.learning_rate < float("inf"):  # NaN too
             raise UsageError(f"learning_rate must be a positive number, not {self.learning_rate}")
+        if not self.max_minutes >= 0:  # NaN too
+            raise UsageError(f"max_minutes must be 0 (no limit) or more minutes, not {self.max_minutes}")
         if self.infill_steps is not None and not 0 <= self.infill_steps <= self.steps:
             raise UsageError(f"infill_steps must be within 0 and steps ({self.steps}), not {self.infill_steps}")
         if self.items_per_phase is not None and self.items_per_phase <= 0:

@@ -32,7 +32,7 @@ from transformers import PreTrainedTokenizerBase, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from kernelwright import atomic, jsontext
-from kernelwright.checkpoints import RUN_ID_FILE, RunIdInCheckpoints
+from kernelwright.checkpoints import RUN_ID_FILE, RunIdInCheckpoints, TimeLimit
 from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
 from kernelwright.generation import end_loops_with_eos
@@ -68,6 +68,7 @@ class RLResult:
     reasons: dict[str, int]
     train_runtime_s: float
     reward_s: float  # seconds spent in the reward (writing, judging, scoring)
+    stopped_by_time: bool = False  # --max-minutes ended the run before --steps
 
 
 def data_dir(cfg: RLConfig) -> Path:
@@ -181,7 +182,8 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None) -> RLResult:
         end_loops_with_eos(model, int(tokenizer.eos_token_id))
     out.mkdir(parents=True, exist_ok=True)
     run = mlflow.active_run()
-    callbacks: list[TrainerCallback] = []
+    time_limit = TimeLimit(cfg.max_minutes * 60)
+    callbacks: list[TrainerCallback] = [time_limit]
     if run is not None:
         atomic.write_text(out / RUN_ID_FILE, run.info.run_id)
         log_params_once({**config_to_params(cfg, "kw."), "reward_mode": mode, "kw.policy": source,
@@ -193,7 +195,7 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None) -> RLResult:
                          "phase1": sorted({it.id for it in items if it.phase == INFILL}),
                          "phase2": sorted({it.id for it in items if it.phase != INFILL}),
                          "dropped": curriculum.dropped}, "curriculum.json")
-        callbacks = [MlflowMetrics(), RunIdInCheckpoints(run.info.run_id)]
+        callbacks += [MlflowMetrics(), RunIdInCheckpoints(run.info.run_id)]
     reward = JudgeReward(judge, cfg.weights(), out / "candidates", correctness_only=cfg.correctness_only,
                          samples_every=cfg.samples_every)
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=grpo_args(cfg, out),
@@ -207,6 +209,9 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None) -> RLResult:
     version = None
     if run is not None:
         mlflow.log_metrics(summary, step=trainer.state.global_step)
+        if time_limit.stopped_at_step is not None:
+            mlflow.set_tag("kw.stopped_by_time", f"max_minutes {cfg.max_minutes:g} ended it after step "
+                                                 f"{time_limit.stopped_at_step} of {cfg.steps}")
         version = register(cfg, final, tokenizer, mode) if cfg.register else None
         log_curves(run.info.run_id, out)
     return RLResult(model_dir=out / "final", run_id=run.info.run_id if run else None, registered_version=version,
@@ -215,7 +220,7 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None) -> RLResult:
                     correct_rate=stats.correct / stats.completions if stats.completions else 0.0,
                     mean_reward=stats.reward_sum / stats.completions if stats.completions else 0.0,
                     reasons=dict(stats.reasons), train_runtime_s=float(result.metrics.get("train_runtime", 0.0)),
-                    reward_s=stats.reward_s)
+                    reward_s=stats.reward_s, stopped_by_time=time_limit.stopped_at_step is not None)
 
 
 def log_curves(run_id: str, out: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from kernelwright.checkpoints import RUN_ID_FILE, last_complete_checkpoint
+from kernelwright.checkpoints import RUN_ID_FILE, TimeLimit, last_complete_checkpoint
 from kernelwright.errors import UsageError
 from kernelwright.infill_format import MARKER_RE
 from kernelwright.rl.config import RLConfig
@@ -139,3 +139,39 @@ def test_resume_off_refuses_an_output_folder_with_checkpoints(data: Path, tmp_pa
     (tmp_path / "rl" / "checkpoint-3" / "trainer_state.json").write_text("{}")
     with pytest.raises(UsageError, match="--resume true"):
         run_rl(config(data, tmp_path / "rl", tmp_path / "no-model", resume=False), judge=FakeJudge())
+
+
+def test_a_time_budget_ends_the_run_after_a_step_with_a_checkpoint_a_later_run_resumes(
+        data: Path, tmp_path: Path, tiny_model_dir: Path) -> None:
+    out = tmp_path / "rl"
+    stopped = run_rl(config(data, out, tiny_model_dir, steps=3, max_minutes=1e-9, save_steps=25),
+                     judge=FakeJudge())
+    assert stopped.stopped_by_time and stopped.global_step == 1  # the first step ends past the budget
+    assert str(last_complete_checkpoint(out)).endswith("checkpoint-1") and (out / "final" / "config.json").is_file()
+    judge = FakeJudge()
+    rest = run_rl(config(data, out, tiny_model_dir, steps=3), judge=judge)
+    assert rest.resumed_from is not None and rest.resumed_from.endswith("checkpoint-1")
+    assert rest.global_step == 3 and len(judge.batches) == 2 and not rest.stopped_by_time
+
+
+def test_a_time_budget_is_minutes_of_this_process_and_zero_is_none() -> None:
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl
+
+    now = [100.0]
+    limit = TimeLimit(60.0, clock=lambda: now[0])
+    state = SimpleNamespace(global_step=1, max_steps=5)
+    limit.on_train_begin(None, state, TrainerControl())
+    now[0] = 159.0
+    assert not limit.on_step_end(None, state, TrainerControl()).should_training_stop
+    now[0], state.global_step = 160.0, 2
+    control = limit.on_step_end(None, state, TrainerControl())
+    assert control.should_training_stop and control.should_save and limit.stopped_at_step == 2
+    last = TimeLimit(60.0, clock=lambda: now[0])  # the last step ends the run anyway: not a stop by time
+    last.on_train_begin(None, state, TrainerControl())
+    now[0], state.global_step = 1e6, 5
+    assert not last.on_step_end(None, state, TrainerControl()).should_training_stop and last.stopped_at_step is None
+    assert not TimeLimit(0.0).on_step_end(None, state, TrainerControl()).should_training_stop
+    with pytest.raises(UsageError, match="max_minutes"):
+        RLConfig(max_minutes=float("nan"))

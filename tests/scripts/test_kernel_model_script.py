@@ -6,6 +6,7 @@ jobs are spread over the GPUs given, no champion means no serve step, and a seco
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -30,8 +31,8 @@ case " $* " in
     *serve_compile_rate*) log serve-check "$(get --count)"; echo '{}' > "$(get --json)" ;;
     *" base-model pretrain "*) mkdir -p "$(get --out)"; log pretrain "require=$(get --require-sources)" ;;
     *".cli rl "*) log rl-start -; sleep 0.3; [ -z "${FAIL_RL:-}" ] || exit 4; mkdir -p "$(get --out)/final"
-                  accum="$(get --gradient-accumulation-steps)"
-                  log rl "accum=$accum:infill=$(get --infill-steps):$(basename "$(get --model)")" ;;
+                  accum="$(get --gradient-accumulation-steps)" minutes="$(get --max-minutes)"
+                  log rl "accum=$accum:infill=$(get --infill-steps):minutes=$minutes:$(basename "$(get --model)")" ;;
     *" synthesize "*) s="$(get --workdir)/synthesize"
         for i in 1 2 3 4; do
             mkdir -p "$s/heldout/elementwise" "$s/heldout_solutions/elementwise_$i" "$s/infill/heldout/t$i" "$s/train" \
@@ -147,11 +148,16 @@ def test_a_share_of_the_infill_tasks_is_drawn_once(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
 def test_rl_starts_from_the_best_version_with_a_step_of_several_micro_batches(tmp_path: Path) -> None:
-    calls = _run(tmp_path, tmp_path / "w1", parallel=1, MODES="plain", RL_STEPS="2")
-    assert [a for k, a in calls if k == "rl"] == ["accum=8:infill=:final"]  # both phases; from plain's trained model
-    assert (tmp_path / "w1" / "rl_vs_start.json").is_file()
+    calls = _run(tmp_path, tmp_path / "w1", parallel=1, MODES="plain", RL_STEPS="2", RL_MINUTES="7.5")
+    assert [a for k, a in calls if k == "rl"] == ["accum=8:infill=:minutes=7.5:final"]  # both phases; plain's model
+    compared = json.loads((tmp_path / "w1" / "rl_vs_start.json").read_text())
+    assert compared["start_version"] == "0-plain" and set(compared) >= {"synth", "infill"}  # both suites its start had
+    assert compared["infill"]["start"] == compared["infill"]["rl"] == {"fast_0": 0.0, "compile_rate": 0.5}
+    rl_checks = [a.split(":")[:2] for k, a in calls if k == "check-start" and a.startswith("rl-evaluate")]
+    assert sorted(rl_checks) == [["rl-evaluate-infill", "no-gate"], ["rl-evaluate-synth", "gate"]]
     whole = _run(tmp_path, tmp_path / "w2", parallel=1, MODES="plain", RL_STEPS="2", TRAIN_INFILL="0", RL_ACCUM="4")
-    assert [a for k, a in whole if k == "rl"] == ["accum=4:infill=0:final"]  # never trained on infill: no infill phase
+    assert [a for k, a in whole if k == "rl"] == ["accum=4:infill=0:minutes=:final"]  # no infill: no infill phase
+    assert set(json.loads((tmp_path / "w2" / "rl_vs_start.json").read_text())) & {"synth", "infill"} == {"synth"}
     with pytest.raises(AssertionError):  # a failed RL run stops the recipe; it is not evaluated as if it had ended
         _run(tmp_path, tmp_path / "w3", parallel=1, MODES="plain", RL_STEPS="2", FAIL_RL="1")
     assert not (tmp_path / "w3" / "rl-evaluate-synth").exists()

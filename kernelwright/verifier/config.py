@@ -67,6 +67,9 @@ class VerifyConfig:
     nvrtc_gate: bool = field(default=True, metadata={
         "help": "No build for a candidate whose device code NVRTC rejected where that rejection stands for nvcc's "
                 "(verifier/nvrtc_gate.py): compile_error with NVRTC's log. Off: every candidate is built."})
+    cpu_profile_dir: str | None = field(default=None, metadata={
+        "help": "Folder for a cProfile file of every judge and runner process (where a verification's CPU goes; "
+                "bench/cpu_profile_summary.py adds them up; the profilers cost CPU too). None: off."})
 
     def __post_init__(self) -> None:
         if self.seeds < 1:  # no seed: no correctness check at all, so every candidate would pass

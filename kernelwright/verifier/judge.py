@@ -22,6 +22,7 @@ from types import ModuleType
 
 from kernelwright.verifier.admission import Ledger, estimate_bytes, read_peak, reference_peak, write_peak
 from kernelwright.verifier.channel import ChannelBroken, RunnerGone
+from kernelwright.verifier.cpu_profile import profiled
 from kernelwright.verifier.gpu_wait import start_blocking
 from kernelwright.verifier.isolation import Rejected, classify_failure, import_file
 from kernelwright.verifier.judge_checks import Checked, check_not_decoy, check_shape, outcome_of_death
@@ -156,7 +157,8 @@ def main(argv: list[str]) -> int:
     spec = Spec(**json.loads(Path(argv[0]).read_text()))
     progress = Progress(Path(spec.result))
     try:
-        verdict = judged(spec, progress)
+        with profiled(spec.cpu_profile, f"judge-{os.getpid()}.prof"):
+            verdict = judged(spec, progress)
     except Rejected as rej:
         verdict = Verdict.of(rej.reason, rej.detail)
     except Exception as exc:  # noqa: BLE001 - the reference or a loaded output failed: a verdict all the same

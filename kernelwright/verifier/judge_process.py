@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO
 
 from kernelwright.verifier.channel import Channel, field
+from kernelwright.verifier.cpu_profile import keep_runner_profile
 from kernelwright.verifier.forkserver import Spawned, SpawnRefused, spawn
 from kernelwright.verifier.link import Link
 from kernelwright.verifier.runner_uid import TASKS_MAX, is_dedicated, sweep
@@ -53,7 +54,7 @@ def _settings(spec: Spec, scratch: Path) -> dict[str, object]:
             "scratch": str(scratch), "memory_fraction": spec.memory_fraction, "split_build": spec.split_build,
             "slim_header": spec.slim_header, "generic_bindings": spec.generic_bindings,
             "pch_lock": spec.pch_lock, "blocking_gpu_wait": spec.blocking_gpu_wait,
-            "profiler_warm_up": spec.timing and spec.profiler_warm_up,
+            "profiler_warm_up": spec.timing and spec.profiler_warm_up, "cpu_profile": bool(spec.cpu_profile),
             "timing": asdict(TimingSettings.of(spec)),
             "tasks_max": TASKS_MAX if (user := _user(spec)) is not None and is_dedicated(user[0]) else None}
 
@@ -132,6 +133,7 @@ def started_runner(spec: Spec) -> Iterator[RunnerHandle]:
         finally:
             _stop(proc, (to_runner, from_runner))
             sweep(user)  # what the candidate left running under its uid
+            keep_runner_profile(scratch, spec.cpu_profile)
             remove_scratch(scratch)
 
 

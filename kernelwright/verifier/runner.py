@@ -33,12 +33,14 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from kernelwright.verifier.build_failure import build_failure
 from kernelwright.verifier.channel import RunnerEnd, save_output
+from kernelwright.verifier.cpu_profile import RUNNER_FILE, started_profile, stop_and_dump
 from kernelwright.verifier.gpu_wait import driver as gpu_wait_driver
 from kernelwright.verifier.gpu_wait import set_wait
 from kernelwright.verifier.guard import HarnessGuard
@@ -282,9 +284,9 @@ OPS = ("load", "call", "time", "prepare_wall", "run_wall", "save_wall", "share",
 TIMED_OPS = frozenset({"time", "prepare_wall", "run_wall", "save_wall"})  # asked under the timing lock only
 
 
-def serve(runner: Runner) -> None:
+def serve(runner: Runner, before_finish: Callable[[], None] | None = None) -> None:
     """Answer the judge's requests until `finish` or the end of the channel; the candidate is loaded
-    (built) first, while the judge sets itself up."""
+    (built) first, while the judge sets itself up. `before_finish` runs before `finish` is answered."""
     runner.load({})
     blocking = bool(runner.settings.get("blocking_gpu_wait"))
     while (req := runner.end.next_request()) is not None:
@@ -294,7 +296,10 @@ def serve(runner: Runner) -> None:
         if op not in OPS:
             runner.end.reply(op, rejected="exception", detail=f"unknown op {op!r}")
             continue
-        runner.end.reply(op, **runner.answer(op, lambda o=op, r=req: getattr(runner, o)(r)))
+        answer = runner.answer(op, lambda o=op, r=req: getattr(runner, o)(r))
+        if op == "finish" and before_finish is not None:
+            before_finish()  # while the judge still waits: it ends the runner once answered
+        runner.end.reply(op, **answer)
         if op == "finish":
             break
 
@@ -320,8 +325,10 @@ def main(argv: list[str]) -> None:
     patch_load_inline(str(scratch / "builds"), bool(settings["split_build"]), settings.get("pch_lock"),
                       slim_host=bool(settings.get("slim_header", True)),
                       bare_host=bool(settings.get("generic_bindings", True)))
+    prof = started_profile() if settings.get("cpu_profile") else None
     end.reply("ready", isolation=isolation)
-    serve(Runner(settings, scratch, end))
+    serve(Runner(settings, scratch, end),
+          before_finish=None if prof is None else lambda: stop_and_dump(prof, scratch / RUNNER_FILE))
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: a candidate's atexit hooks cannot run after the last reply
 

@@ -21,8 +21,8 @@
 # 5. the clock under 16 workers, with the GPU gate off and then on: the seed solutions once each
 #    with the timer's bound off, how many read above it (timer_bound_calibration_seeds_parallel.json,
 #    ..._gpu_gate.json; step `clock`, not in the default STEPS);
-# 6. where the CPU goes: kernelwright once with a cProfile of every judge and runner, added up per role
-#    (verify_throughput_profiled.json, its `cpu_profile`; step `profile`, not in the default STEPS).
+# 6. where the CPU goes: kernelwright once plain, then once with a cProfile of every judge and runner, added up
+#    per role (verify_throughput_profiled.json, its `cpu_profile`; step `profile`, not in the default STEPS).
 # Env: JOBS (default 16), PYTHON, STEPS (default "throughput header wait fixtures calibration fidelity"),
 # CALIBRATION_ALONE (seed solutions verified alone, default 16), FIXTURE_RUNS (default 3).
 set -uo pipefail
@@ -82,4 +82,4 @@ step clock "$OUT/timer_bound_calibration_seeds_parallel_gpu_gate.json" \
   --json "$OUT/timer_bound_calibration_seeds_parallel_gpu_gate.json"
 step profile "$OUT/verify_throughput_profiled.json" \
   "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header \
-  --phases kernelwright_profiled --json "$OUT/verify_throughput_profiled.json"
+  --phases kernelwright,kernelwright_profiled --json "$OUT/verify_throughput_profiled.json"

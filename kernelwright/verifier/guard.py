@@ -44,7 +44,7 @@ HARNESS_MODULES = ("kernelwright.verifier.runner", "kernelwright.verifier.channe
                    "kernelwright.verifier.tolerance", "kernelwright.verifier.error_shape",
                    "kernelwright.verifier.sandbox", "kernelwright.verifier.seccomp", "kernelwright.verifier.runner_uid",
                    "kernelwright.verifier.build_failure", "kernelwright.verifier.gpu_wait",
-                   "kernelwright.verifier.seeding")
+                   "kernelwright.verifier.seeding", "kernelwright.verifier.cpu_profile")
 
 
 def _harness_modules() -> list[tuple[str, ModuleType]]:

@@ -16,6 +16,7 @@ import torch
 from kernelwright.verifier import (
     build_failure,
     channel,
+    cpu_profile,
     error_shape,
     gpu_wait,
     inputs,
@@ -94,7 +95,8 @@ HARNESS_FUNCTIONS = [(runner, "serve"), (channel, "save_output"), (spec, "Progre
                      (inputs, "poison"), (guard_module, "_nn_classes"), (timer, "_cudart"), (timing, "median_ms"),
                      (profiling, "profiled_kernels"), (tolerance, "judge"), (error_shape, "error_kind"),
                      (sandbox, "confine"), (seccomp, "deny_reaching_out"), (runner_uid, "limit_tasks"),
-                     (build_failure, "build_failure"), (gpu_wait, "set_wait"), (seeding, "seed_all")]
+                     (build_failure, "build_failure"), (gpu_wait, "set_wait"), (seeding, "seed_all"),
+                     (cpu_profile, "stop_and_dump")]
 HARNESS_IDS = [mod.__name__.rsplit(".", 1)[-1] for mod, _ in HARNESS_FUNCTIONS]
 
 

@@ -3,13 +3,14 @@ from, and the MLflow run it was logging to.
 
 An output folder holds the trainer's `checkpoint-<step>` folders and `RUN_ID_FILE`, the id of the
 MLflow run logging to it; `RunIdInCheckpoints` writes that id into every checkpoint too (a copied
-checkpoint still names its run). `TimeLimit` ends a run after a wall-clock budget with a checkpoint to resume
-from.
+checkpoint still names its run). `TimeLimit` ends a run after a wall-clock budget, with a checkpoint to
+resume from.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mlflow.exceptions import MlflowException
@@ -57,7 +58,7 @@ class TimeLimit(TrainerCallback):
     process, and asks for a checkpoint there, so a later run resumes from that step. `stopped_at_step` is that
     step (None while the budget holds); 0 seconds: no limit."""
 
-    def __init__(self, seconds: float, clock=time.monotonic) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds = seconds
         self.clock = clock
         self.started: float | None = None

@@ -67,6 +67,9 @@ class VerifyConfig:
     nvrtc_gate: bool = field(default=True, metadata={
         "help": "No build for a candidate whose device code NVRTC rejected where that rejection stands for nvcc's "
                 "(verifier/nvrtc_gate.py): compile_error with NVRTC's log. Off: every candidate is built."})
+    gpu_inputs: bool = field(default=True, metadata={
+        "help": "Make every draw's inputs on the GPU with CUDA's generator (verifier/inputs.py); off: on the host "
+                "with the CPU's, then copied (judges before version 21), a few CPU-s a candidate more."})
     cpu_profile_dir: str | None = field(default=None, metadata={
         "help": "Folder for a cProfile file of every judge and runner process (where a verification's CPU goes; "
                 "bench/cpu_profile_summary.py adds them up; the profilers cost CPU too). None: off."})

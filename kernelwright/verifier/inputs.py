@@ -1,7 +1,9 @@
 """Inputs and comparison: what the candidate and the reference run on, and how their outputs are judged.
 
-- `draw_inputs`: a problem's inputs for one shape, seed and distribution (`DISTRIBUTIONS`), on the GPU;
-  `draw_check_inputs`: the correctness draws' seeds; `clone`: a fresh copy for each run;
+- `draw_inputs`: a problem's inputs for one shape, seed and distribution (`DISTRIBUTIONS`), on the GPU,
+  made there with CUDA's generator (`draw_on_gpu`; the host's generator and a copy where it is off, or
+  where the problem's `get_inputs` cannot run under a CUDA default device); `draw_check_inputs`: the
+  correctness draws' seeds; `clone`: a fresh copy for each run;
 - `compare`: the candidate's output against the reference's and the float64 reference's, by the
   rules of tolerance.py, with the reason when it fails (wrong shape, dtype, precision, an
   approximation, unwritten elements, wrong values) and the rule that judged;
@@ -10,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from types import ModuleType
 from typing import Any
@@ -21,21 +24,45 @@ from kernelwright.verifier.tolerance import FP64, Judgement, judge
 DISTRIBUTIONS = ("default", "signed", "heavy_tailed", "small")
 
 
+_ON_GPU = [True]  # where this process makes its draws (draw_on_gpu); the judge and its runner set it alike
+
+
+def draw_on_gpu(on: bool) -> None:
+    """Make this process's draws on the GPU with CUDA's generator (True, the default) or on the host with
+    the CPU's, then copied (False: how judges before version 21 drew). Every process that must draw the
+    same inputs (a judge and its runner) sets it alike: the two generators draw different numbers. On the
+    host, ~1M-element inputs cost milliseconds of CPU a draw, a few hundred draws a candidate."""
+    _ON_GPU[0] = on
+
+
 def draw_inputs(problem: ModuleType, shape: dict[str, Any], seed: int, dist: str) -> list[Any]:
     import torch
 
+    if _ON_GPU[0]:
+        try:
+            return _drawn(problem, shape, seed, dist, torch.device("cuda"))
+        except Exception:  # noqa: BLE001 - a get_inputs that needs host tensors (numpy, ...): drawn on the host
+            pass
+    return _drawn(problem, shape, seed, dist, contextlib.nullcontext())
+
+
+def _drawn(problem: ModuleType, shape: dict[str, Any], seed: int, dist: str,
+           device: contextlib.AbstractContextManager[Any]) -> list[Any]:
+    """The draw with `device` as torch's default device while it is made."""
+    import torch
+
     seed_all(seed)
-    inputs = problem.get_inputs(**shape)
     out = []
-    for x in inputs:
-        if isinstance(x, torch.Tensor) and x.is_floating_point():
-            if dist == "signed":
-                x = x * (2 * torch.randint_like(x, 0, 2) - 1)
-            elif dist == "heavy_tailed":
-                x = x * torch.exp(0.75 * torch.randn_like(x.float())).to(x.dtype)
-            elif dist == "small":
-                x = x * 1e-2
-        out.append(x.cuda() if isinstance(x, torch.Tensor) else x)
+    with device:
+        for x in problem.get_inputs(**shape):
+            if isinstance(x, torch.Tensor) and x.is_floating_point():
+                if dist == "signed":
+                    x = x * (2 * torch.randint_like(x, 0, 2) - 1)
+                elif dist == "heavy_tailed":
+                    x = x * torch.exp(0.75 * torch.randn_like(x.float())).to(x.dtype)
+                elif dist == "small":
+                    x = x * 1e-2
+            out.append(x.cuda() if isinstance(x, torch.Tensor) else x)
     return out
 
 

@@ -24,6 +24,7 @@ from kernelwright.verifier.admission import Ledger, estimate_bytes, read_peak, r
 from kernelwright.verifier.channel import ChannelBroken, RunnerGone
 from kernelwright.verifier.cpu_profile import profiled
 from kernelwright.verifier.gpu_wait import start_blocking
+from kernelwright.verifier.inputs import draw_on_gpu
 from kernelwright.verifier.isolation import Rejected, classify_failure, import_file
 from kernelwright.verifier.judge_checks import Checked, check_not_decoy, check_shape, outcome_of_death
 from kernelwright.verifier.judge_process import RUNNER_REASONS, started_runner
@@ -133,6 +134,7 @@ def judged(spec: Spec, progress: Progress) -> Verdict:
 
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+        draw_on_gpu(spec.gpu_inputs)  # as the runner draws (its settings say the same)
         problem = import_file(Path(spec.problem), "kw_problem")
         try:
             runner.ready()

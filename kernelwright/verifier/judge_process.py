@@ -55,6 +55,7 @@ def _settings(spec: Spec, scratch: Path) -> dict[str, object]:
             "slim_header": spec.slim_header, "generic_bindings": spec.generic_bindings,
             "pch_lock": spec.pch_lock, "blocking_gpu_wait": spec.blocking_gpu_wait,
             "profiler_warm_up": spec.timing and spec.profiler_warm_up, "cpu_profile": bool(spec.cpu_profile),
+            "gpu_inputs": spec.gpu_inputs,
             "timing": asdict(TimingSettings.of(spec)),
             "tasks_max": TASKS_MAX if (user := _user(spec)) is not None and is_dedicated(user[0]) else None}
 

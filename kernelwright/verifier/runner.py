@@ -44,7 +44,7 @@ from kernelwright.verifier.cpu_profile import RUNNER_FILE, started_profile, stop
 from kernelwright.verifier.gpu_wait import driver as gpu_wait_driver
 from kernelwright.verifier.gpu_wait import set_wait
 from kernelwright.verifier.guard import HarnessGuard
-from kernelwright.verifier.inputs import clone, draw_check_inputs, draw_inputs, poison
+from kernelwright.verifier.inputs import clone, draw_check_inputs, draw_inputs, draw_on_gpu, poison
 from kernelwright.verifier.isolation import (
     BUILD_PATHS,
     Rejected,
@@ -316,6 +316,7 @@ def main(argv: list[str]) -> None:
     torch.backends.cudnn.allow_tf32 = False
     torch.cuda.init()
     torch.cuda.set_per_process_memory_fraction(float(settings["memory_fraction"]))
+    draw_on_gpu(bool(settings.get("gpu_inputs", True)))  # as the judge draws
     if settings.get("blocking_gpu_wait"):
         gpu_wait_driver()  # loaded before confine() closes the file system
     isolation = f"{confine([scratch])}, {deny_reaching_out()}"

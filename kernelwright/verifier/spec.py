@@ -54,6 +54,7 @@ class Spec:
     timer_bound: bool = True  # the timer held to the judge's clock (timing_inconsistent, capped speedup)
     gpu_ledger: str | None = None  # the GPU-memory ledger this candidate was admitted by (admission.py); None: none
     ledger_token: str | None = None  # this candidate's entry in it
+    gpu_inputs: bool = True  # inputs made on the GPU with CUDA's generator (inputs.draw_on_gpu), else on the host
     cpu_profile: str | None = None  # folder for the judge's and the runner's cProfile files (cpu_profile.py); None: off
 
 

@@ -66,7 +66,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "20"  # 20: each round of the judge's clock takes its cost per call (no-op batch, the
+JUDGE_VERSION = "21"  # 21: inputs are made on the GPU with CUDA's generator (other numbers than the
+# host's: every draw changes), not on the host and copied;
+# 20: each round of the judge's clock takes its cost per call (no-op batch, the
 # judge's own draws) beside its batch, so other processes' time slices weigh on both alike;
 # 19: the generic bindings' object also builds against pybind11 3.0.1 (torch 2.11), where
 # g++ had rejected it and every split build read the slim header (`split_slim`, not `split_bare`);

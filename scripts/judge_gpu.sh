@@ -22,7 +22,9 @@
 #    with the timer's bound off, how many read above it (timer_bound_calibration_seeds_parallel.json,
 #    ..._gpu_gate.json; step `clock`, not in the default STEPS);
 # 6. where the CPU goes: kernelwright once plain, then once with a cProfile of every judge and runner, added up
-#    per role (verify_throughput_profiled.json, its `cpu_profile`; step `profile`, not in the default STEPS).
+#    per role (verify_throughput_profiled.json, its `cpu_profile`; step `profile`, not in the default STEPS);
+# 7. inputs made on the GPU against on the host: kernelwright and kernelwright with `gpu_inputs` off, twice each
+#    (verify_throughput_gpu_inputs.json: the A/B of judge 21's draws; step `inputs`, not in the default STEPS).
 # Env: JOBS (default 16), PYTHON, STEPS (default "throughput header wait fixtures calibration fidelity"),
 # CALIBRATION_ALONE (seed solutions verified alone, default 16), FIXTURE_RUNS (default 3).
 set -uo pipefail
@@ -83,3 +85,6 @@ step clock "$OUT/timer_bound_calibration_seeds_parallel_gpu_gate.json" \
 step profile "$OUT/verify_throughput_profiled.json" \
   "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header \
   --phases kernelwright,kernelwright_profiled --json "$OUT/verify_throughput_profiled.json"
+step inputs "$OUT/verify_throughput_gpu_inputs.json" \
+  "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 2 \
+  --phases kernelwright,kernelwright_host_inputs --json "$OUT/verify_throughput_gpu_inputs.json"

@@ -316,7 +316,7 @@ def main(argv: list[str]) -> None:
     torch.backends.cudnn.allow_tf32 = False
     torch.cuda.init()
     torch.cuda.set_per_process_memory_fraction(float(settings["memory_fraction"]))
-    draw_on_gpu(bool(settings.get("gpu_inputs", True)))  # as the judge draws
+    draw_on_gpu(bool(settings["gpu_inputs"]))  # as the judge draws (its spec says the same)
     if settings.get("blocking_gpu_wait"):
         gpu_wait_driver()  # loaded before confine() closes the file system
     isolation = f"{confine([scratch])}, {deny_reaching_out()}"

@@ -74,6 +74,9 @@ def keep_runner_profile(scratch: Path, folder: str | None) -> Path | None:
         return None
     dest = Path(folder) / f"runner-{os.getpid()}.prof"
     tmp = dest.with_name(f".{dest.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, dest)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, dest)
+    except OSError:  # a diagnostic: a folder gone or full costs the profile, never the verdict
+        return None
     return dest

@@ -58,6 +58,8 @@ def test_the_runners_profile_is_copied_out_as_an_untrusted_file(tmp_path: Path,
     (scratch / RUNNER_FILE).write_bytes(b"x" * 65)
     monkeypatch.setattr(cpu_profile, "MAX_PROFILE_BYTES", 64)
     assert keep_runner_profile(scratch, str(folder)) is None and not list(folder.iterdir())  # too large
+    monkeypatch.setattr(cpu_profile, "MAX_PROFILE_BYTES", 1 << 20)
+    assert keep_runner_profile(scratch, str(tmp_path / "gone")) is None  # no folder: no profile, no error
 
 
 class ScriptedEnd:

@@ -45,8 +45,11 @@ def started_profile() -> cProfile.Profile:
 
 
 def stop_and_dump(prof: cProfile.Profile, dest: Path) -> None:
+    """Stop the profiler and write its file; one that cannot be written is dropped (a diagnostic never
+    changes a verdict)."""
     prof.disable()
-    dump(prof, dest)
+    with contextlib.suppress(OSError):
+        dump(prof, dest)
 
 
 def dump(prof: cProfile.Profile, dest: Path) -> None:

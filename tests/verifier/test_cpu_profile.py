@@ -36,6 +36,8 @@ def test_a_profile_is_written_only_where_a_folder_is_named(tmp_path: Path) -> No
     names = {f"{Path(f).name}:{fn}" for f, _line, fn in pstats.Stats(str(tmp_path / "judge-1.prof")).stats}  # type: ignore[attr-defined]
     assert any(n.endswith(":_busy") for n in names)
     assert [p.name for p in tmp_path.iterdir()] == ["judge-1.prof"]  # no temporary file left
+    with profiled(str(tmp_path / "gone"), "judge-2.prof"):  # a folder that is not there: no file, no error
+        _busy(10)
 
 
 def test_the_runners_profile_is_copied_out_as_an_untrusted_file(tmp_path: Path,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kernelwright.errors import UsageError
+from kernelwright.infill_format import REGION_KINDS
 from kernelwright.loop_limits import LOOP_TEST
 from kernelwright.rl.reward import (
     CHEAT_PENALTY,
@@ -43,6 +44,11 @@ class RLConfig:
     infill_steps: int | None = field(default=None, metadata={
         "help": "Steps of phase 1 (infill tasks: complete a hidden region of a verified kernel); the rest are phase 2 "
                 "(whole problems). None: half of --steps; 0: no infill phase."})
+    infill_kinds: list[str] = field(default_factory=list, metadata={
+        "help": f"Infill region kinds phase 1 draws from ({', '.join(REGION_KINDS)}); empty: every kind. The "
+                "small SFT model filled 10-11 of 14 held-out launch_config holes and 0 of 3 smem_tiling ones: "
+                "a group of completions on a kind it nearly always or never solves shares one reward and has "
+                "no advantage to learn from."})
     items_per_phase: int | None = field(default=None, metadata={
         "help": "Training items each phase draws once (by --seed) and cycles through; None: every item. A pool "
                 "smaller than the phase's prompts recurs, so a short run's reward follows the same prompts "
@@ -122,6 +128,10 @@ class RLConfig:
             raise UsageError(f"max_minutes must be 0 (no limit) or more minutes, not {self.max_minutes}")
         if self.infill_steps is not None and not 0 <= self.infill_steps <= self.steps:
             raise UsageError(f"infill_steps must be within 0 and steps ({self.steps}), not {self.infill_steps}")
+        unknown = [k for k in self.infill_kinds if k not in REGION_KINDS]
+        if unknown:
+            raise UsageError(f"infill_kinds: unknown region kind(s) {', '.join(unknown)}; the kinds are "
+                             f"{', '.join(REGION_KINDS)}")
         if self.items_per_phase is not None and self.items_per_phase <= 0:
             raise UsageError(f"items_per_phase must be positive (or unset: every item), not {self.items_per_phase}")
         if self.num_generations < 2:

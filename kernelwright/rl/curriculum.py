@@ -205,13 +205,15 @@ def curriculum_items(curriculum: Curriculum, cfg: RLConfig) -> list[RLItem]:
     """The items of every prompt of the run, in training order: phase 1, then phase 2."""
     per_step = cfg.prompts_per_step
     phase1, phase2 = cfg.phase1_steps, cfg.steps - cfg.phase1_steps
-    if phase1 and not curriculum.infill:
-        raise UsageError("no infill training tasks in the data (infill/train/): make them with `kernelwright "
+    infill = [it for it in curriculum.infill if not cfg.infill_kinds or it.kind in cfg.infill_kinds]
+    if phase1 and not infill:
+        kinds = f" of kind {', '.join(cfg.infill_kinds)}" if cfg.infill_kinds and curriculum.infill else ""
+        raise UsageError(f"no infill training tasks{kinds} in the data (infill/train/): make them with `kernelwright "
                          "synthesize --infill`, or pass --infill-steps 0")
     if phase2 and not curriculum.whole:
         raise UsageError("no whole training problems in the data (train/<id>/reference.py): pass --infill-steps "
                          "equal to --steps for an infill-only run")
-    return (phase_order(pool(curriculum.infill, cfg.items_per_phase, cfg.seed), phase1 * per_step, cfg.seed) +
+    return (phase_order(pool(infill, cfg.items_per_phase, cfg.seed), phase1 * per_step, cfg.seed) +
             phase_order(pool(curriculum.whole, cfg.items_per_phase, cfg.seed + 1), phase2 * per_step, cfg.seed + 1))
 
 

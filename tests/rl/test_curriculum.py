@@ -81,3 +81,17 @@ def test_a_pool_of_items_per_phase_recurs_and_a_longer_run_keeps_it(data: Path) 
     assert {it.id for it in items(8, None)} == set(KEPT) == {it.id for it in items(8, 99)}
     with pytest.raises(UsageError, match="items_per_phase"):
         RLConfig(items_per_phase=0)
+
+
+def test_phase_one_draws_only_the_infill_kinds_asked_for(data: Path) -> None:
+    def config(kinds: list[str]) -> RLConfig:
+        return RLConfig(data=str(data), steps=4, infill_steps=4, num_generations=2, per_device_train_batch_size=2,
+                        infill_kinds=kinds)
+
+    every = curriculum_items(load_curriculum(data), config([]))
+    assert {it.kind for it in every} == {"index_guard"}  # the test data's only kind
+    assert curriculum_items(load_curriculum(data), config(["index_guard", "reduction_loop"])) == every
+    with pytest.raises(UsageError, match="no infill training tasks of kind smem_tiling"):
+        curriculum_items(load_curriculum(data), config(["smem_tiling"]))
+    with pytest.raises(UsageError, match="unknown region kind.* guard; the kinds are index_guard"):
+        RLConfig(infill_kinds=["guard"])

@@ -294,10 +294,13 @@ generate_version() {  # SEED-MODE-SUITE
     generate_into model_of "$v" "${1##*-}" "$WORKDIR/evaluate-seed$1" "${v%%-*}"
 }
 
-check_version() {  # SEED-MODE-SUITE; only the compositions' evaluations gate
-    local v="${1%-*}" suite="${1##*-}" gate=--no-gate
-    [ "$suite" != synth ] || gate=
-    check_into model_of "$v" "$suite" "$WORKDIR/evaluate-seed$1" "${v%%-*}" "$CHECK_JOBS" $gate
+gate_of() {  # SUITE: only the compositions' evaluations gate their version
+    [ "$1" = synth ] || echo --no-gate
+}
+
+check_version() {  # SEED-MODE-SUITE
+    local v="${1%-*}" suite="${1##*-}"
+    check_into model_of "$v" "$suite" "$WORKDIR/evaluate-seed$1" "${v%%-*}" "$CHECK_JOBS" $(gate_of "$suite")
 }
 
 # the suites evaluated: a model trained without infill tasks answers a hole with a whole program (0/30 on an
@@ -408,16 +411,14 @@ if [ "$RL_STEPS" -gt 0 ] && START=$(best_version); then
     fi
     run_rl "$START"
     RL_MODEL=$(registered_or_folder "$WORKDIR/rl/final")
+    evaluate_rl() {  # SUITE: the RL version's generations and checks, as its start's, gated alike
+        generate_into echo "$RL_MODEL" "$1" "$WORKDIR/rl-evaluate-$1" "${START%%-*}"
+        check_into echo "$RL_MODEL" "$1" "$WORKDIR/rl-evaluate-$1" "${START%%-*}" "$RL_CHECK_JOBS" $(gate_of "$1")
+    }
     read -r -a SUITE_LIST <<< "$SUITES"
-    jobs=$(( $(nproc) / ${#SUITE_LIST[@]} )) pids=()
-    for suite in "${SUITE_LIST[@]}"; do  # the suites its start was evaluated on, side by side; the compositions' gates
-        out="$WORKDIR/rl-evaluate-$suite" gate=--no-gate
-        [ "$suite" != synth ] || gate=
-        ( generate_into echo "$RL_MODEL" "$suite" "$out" "${START%%-*}"
-          check_into echo "$RL_MODEL" "$suite" "$out" "${START%%-*}" "$(( jobs > 0 ? jobs : 1 ))" $gate ) &
-        pids+=($!)
-    done
-    for pid in "${pids[@]}"; do wait "$pid" || { echo "the RL version's evaluation failed" >&2; exit 1; }; done
+    RL_CHECK_JOBS=$(( $(nproc) / ${#SUITE_LIST[@]} ))
+    [ "$RL_CHECK_JOBS" -gt 0 ] || RL_CHECK_JOBS=1
+    PARALLEL="${#SUITE_LIST[@]}" side_by_side evaluate_rl "${SUITE_LIST[@]}"  # every suite its start had, at once
     "$PY" - "$WORKDIR" "$START" "$RL_MODEL" $SUITES <<'PY'
 import json, sys
 from pathlib import Path

@@ -36,10 +36,13 @@ def draw_on_gpu(on: bool) -> None:
     _ON_GPU[0] = on
 
 
-def draw_inputs(problem: ModuleType, shape: dict[str, Any], seed: int, dist: str) -> list[Any]:
+def draw_inputs(problem: ModuleType, shape: dict[str, Any], seed: int, dist: str,
+                on_gpu: bool | None = None) -> list[Any]:
+    """The draw, made on the GPU where `on_gpu` (None: this process's `draw_on_gpu`) and the problem's
+    get_inputs runs there, else on the host and copied."""
     import torch
 
-    if _ON_GPU[0]:
+    if _ON_GPU[0] if on_gpu is None else on_gpu:
         try:
             return _drawn(problem, shape, seed, dist, torch.device("cuda"))
         except Exception:  # noqa: BLE001 - a get_inputs that needs host tensors (numpy, ...): drawn on the host

@@ -31,7 +31,8 @@ def _spec(**kw: Any) -> Spec:
 def test_every_timed_call_gets_inputs_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     drawn: list[int] = []
 
-    def draw(problem: Any, shape: Any, seed: int, dist: str) -> list[Any]:
+    def draw(problem: Any, shape: Any, seed: int, dist: str, on_gpu: bool | None = None) -> list[Any]:
+        assert on_gpu is True  # the timed calls' inputs are made on the GPU whatever draw_on_gpu says
         drawn.append(seed)
         return [torch.zeros(1024)]
 

@@ -8,7 +8,6 @@ import os
 import pstats
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,6 +16,7 @@ from kernelwright.verifier.cpu_profile import RUNNER_FILE, keep_runner_profile, 
 from kernelwright.verifier.judge_process import _settings
 from kernelwright.verifier.runner import Runner, serve
 from kernelwright.verifier.spec import Spec
+from tests.verifier.scripted_end import ScriptedEnd
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.append(str(ROOT / "bench"))
@@ -64,25 +64,13 @@ def test_the_runners_profile_is_copied_out_as_an_untrusted_file(tmp_path: Path,
     assert keep_runner_profile(scratch, str(tmp_path / "gone")) is None  # no folder: no profile, no error
 
 
-class ScriptedEnd:
-    def __init__(self, ops: list[str], log: list[str]) -> None:
-        self.requests = [{"op": op} for op in ops]
-        self.log = log
-
-    def next_request(self) -> dict[str, Any] | None:
-        return self.requests.pop(0) if self.requests else None
-
-    def reply(self, op: str, **_fields: Any) -> None:
-        self.log.append(f"reply:{op}")
-
-
 def test_the_runner_writes_its_profile_before_it_answers_finish(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     log: list[str] = []
     runner = Runner({"timing": {}}, tmp_path, ScriptedEnd(["call", "finish", "call"], log))  # type: ignore[arg-type]
     monkeypatch.setattr(runner, "load", lambda _req: {})
     serve(runner, before_finish=lambda: log.append("profile written"))
-    assert log == ["reply:call", "profile written", "reply:finish"]  # the judge ends the runner once answered
+    assert log == ["call", "profile written", "finish"]  # the judge ends the runner once answered
     spec = Spec(problem="p.py", candidate="c.py", result="r.json")
     assert _settings(spec, tmp_path)["cpu_profile"] is False
     spec.cpu_profile = str(tmp_path)

@@ -13,6 +13,7 @@ import pytest
 from kernelwright.verifier import gpu_wait
 from kernelwright.verifier import runner as runner_module
 from kernelwright.verifier.runner import Runner, serve
+from tests.verifier.scripted_end import ScriptedEnd
 
 
 class FakeDriver:
@@ -81,20 +82,6 @@ def test_without_a_driver_the_wait_stays_cudas_choice(monkeypatch: pytest.Monkey
     monkeypatch.setattr(gpu_wait, "_looked", True)
     monkeypatch.setattr(gpu_wait, "_mode", None)
     assert not gpu_wait.set_wait("block")
-
-
-class ScriptedEnd:
-    """The runner's end of the channel, replaying requests and keeping the replies."""
-
-    def __init__(self, ops: list[str]) -> None:
-        self.requests = [{"op": op} for op in ops]
-        self.replies: list[str] = []
-
-    def next_request(self) -> dict[str, Any] | None:
-        return self.requests.pop(0) if self.requests else None
-
-    def reply(self, op: str, **_fields: Any) -> None:
-        self.replies.append(op)
 
 
 @pytest.mark.parametrize("blocking", [True, False])

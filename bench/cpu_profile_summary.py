@@ -32,18 +32,17 @@ def _name(func: tuple[str, int, str]) -> str:
 
 def role_summary(files: list[Path], top: int) -> dict[str, Any]:
     """The mean seconds per process of the `top` functions by own time and by cumulative time."""
-    readable = []
-    for f in files:
+    stats, n = None, 0
+    for f in files:  # each file read once, added to the role's sum
         try:
-            pstats.Stats(str(f))
+            one = pstats.Stats(str(f))
         except (OSError, ValueError, TypeError, EOFError) as exc:
             print(f"skipped {f.name}: {exc}", file=sys.stderr)
             continue
-        readable.append(f)
-    if not readable:
+        stats = one if stats is None else stats.add(one)
+        n += 1
+    if stats is None:
         return {"processes": 0}
-    stats = pstats.Stats(*(str(f) for f in readable))
-    n = len(readable)
     rows = [(func, tt, ct, nc) for func, (_cc, nc, tt, ct, _callers) in stats.stats.items()]  # type: ignore[attr-defined]
 
     def table(key: int) -> list[dict[str, Any]]:

@@ -17,8 +17,10 @@ from collections.abc import Callable, Iterator, Sequence
 from kernelwright.errors import UsageError
 from kernelwright.synthesis.task import FAMILIES, SynthTask
 
-GENERATOR_VERSION = "2"  # 2: each op of a chain named before its code, and every kernel with a chain carries
-# the chain's ops in the order they run ("y = gelu, then tanh", "first x through ...; then the result through ...")
+GENERATOR_VERSION = "3"  # 2: each op of a chain named before its code, and every kernel with a chain carries
+# the chain's ops in the order they run ("y = gelu, then tanh", "first x through ...; then the result through ...");
+# 3: one name for the host function (`<stem>_forward`), the CUDA source (`cuda_source`) and the module (`_ext`),
+# the tasks of a seed otherwise those of version 2
 # the share of each family in a run (renormalised over the families asked for)
 WEIGHTS = {"elementwise": 0.28, "reduction": 0.18, "softmax": 0.12, "rownorm": 0.14, "gather": 0.1,
            "matmul_epilogue": 0.18}

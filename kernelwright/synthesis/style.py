@@ -45,7 +45,8 @@ CTYPES = {
 _KERNEL_STEMS = ("fused", "kernel", "op", "apply", "compute", "run", "main", "body")
 _INDEX_NAMES = (("i", "stride"), ("idx", "step"), ("tid", "nthreads"), ("pos", "jump"), ("e", "grid_stride"))
 _VALUE_NAMES = ("v", "val", "acc", "t", "h", "z")
-_LAUNCH_NAMES = ("launch", "run", "forward", "call", "apply", "compute")
+_LAUNCH_NAMES = ("launch", "run", "forward", "call", "apply", "compute")  # drawn, unused since generator version 3
+_HOST_SUFFIXES = ("", "_cuda", "_forward")  # the same
 
 
 class Names:
@@ -57,7 +58,10 @@ class Names:
         self.kernel = self.kernel + ("_kernel" if "kernel" not in self.kernel and rng.random() < 0.6 else "")
         self.index, self.stride = rng.choice(_INDEX_NAMES)
         self.value = rng.choice(_VALUE_NAMES)
-        self.host = f"{stem}_{rng.choice(_LAUNCH_NAMES)}" + rng.choice(("", "_cuda", "_forward"))
+        rng.choice(_LAUNCH_NAMES), rng.choice(_HOST_SUFFIXES)  # drawn as version 2 did: each seed's tasks stay its own
+        # One name for the host function: it is written four times (definition, declaration, `functions=`,
+        # the call), and a model that drew one of 18 variants for each wrote two of them (a load error).
+        self.host = f"{stem}_forward"
         self.ext = f"kw_synth_{stem}_{rng.getrandbits(24):06x}"
         self.threads = rng.choice((128, 256, 256, 512))
         self.comments = rng.random() < 0.6

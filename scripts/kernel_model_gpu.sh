@@ -40,8 +40,8 @@
 # EVAL_PROBLEMS (100), MAX_NEW_TOKENS (3072), TEMPERATURE (0.2), EVAL_BATCH (64), TRAIN_BATCH (32),
 # PARALLEL (2), GEN_PARALLEL (4), OVERLAP (1), SEED_SAMPLES (2), BUILTIN_SAMPLES (1), SERVE_PROBLEMS (20), SERVE_CONCURRENCY (8), RL_STEPS (0),
 # RL_MAX_TOKENS (MAX_NEW_TOKENS), RL_ACCUM (8), RL_LEARNING_RATE, RL_VERIFY_JOBS, RL_ITEMS (rl's
-# --items-per-phase), RL_MINUTES (rl's --max-minutes) and RL_INFILL_KINDS (rl's --infill-kinds) (unset: rl's
-# defaults),
+# --items-per-phase), RL_MINUTES (rl's --max-minutes), RL_INFILL_KINDS (rl's --infill-kinds), RL_EVAL_ITEMS and
+# RL_EVAL_STEPS (rl's --eval-items, --eval-steps) (unset: rl's defaults),
 # RL_BESIDE (1), CHECK_COMPILE_BASELINE (false), CHECK_TIMING_BUDGET (1.0), STATIC_CACHE (true; false: the dynamic cache),
 # TRAIN_INFILL (0.2: a fifth of the infill tasks in training; 1: every one; 0: whole kernels only, and no infill
 # evaluation),
@@ -94,6 +94,7 @@ RL_VERIFY_JOBS="${RL_VERIFY_JOBS:+--verify-jobs $RL_VERIFY_JOBS}"
 RL_ITEMS="${RL_ITEMS:+--items-per-phase $RL_ITEMS}"
 RL_MINUTES="${RL_MINUTES:+--max-minutes $RL_MINUTES}"  # rl stops after these minutes of training, saved and registered
 RL_INFILL_KINDS="${RL_INFILL_KINDS:+--infill-kinds $RL_INFILL_KINDS}"  # e.g. "index_guard reduction_loop"
+RL_EVAL="${RL_EVAL_ITEMS:+--eval-items $RL_EVAL_ITEMS}${RL_EVAL_STEPS:+ --eval-steps $RL_EVAL_STEPS}"  # set-aside prompts
 RL_BESIDE="${RL_BESIDE:-1}"  # 1: with one trained version, RL starts beside its evaluations
 TRAIN_BATCH="${TRAIN_BATCH:-32}"
 TRAIN_INFILL="${TRAIN_INFILL:-0.2}"
@@ -317,7 +318,7 @@ run_rl() {  # SEED-MODE: kernelwright rl from its version, once
     [ "$TRAIN_INFILL" != 0 ] || infill=(--infill-steps 0)
     $KW rl --model "$(model_of "$1")" --data "$SYN" --steps "$RL_STEPS" \
         --max-completion-length "$RL_MAX_TOKENS" --gradient-accumulation-steps "$RL_ACCUM" "${infill[@]}" \
-        $RL_LEARNING_RATE $RL_VERIFY_JOBS $RL_ITEMS $RL_MINUTES $RL_INFILL_KINDS --seed "${1%%-*}" --out "$WORKDIR/rl" --workdir "$WORKDIR" || return 1
+        $RL_LEARNING_RATE $RL_VERIFY_JOBS $RL_ITEMS $RL_MINUTES $RL_INFILL_KINDS $RL_EVAL --seed "${1%%-*}" --out "$WORKDIR/rl" --workdir "$WORKDIR" || return 1
     touch "$WORKDIR/rl/.done"
 }
 

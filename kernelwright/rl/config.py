@@ -53,6 +53,15 @@ class RLConfig:
         "help": "Training items each phase draws once (by --seed) and cycles through; None: every item. A pool "
                 "smaller than the phase's prompts recurs, so a short run's reward follows the same prompts "
                 "(learning) rather than which prompts each step drew."})
+    eval_items: int = field(default=0, metadata={
+        "help": "Training items of each phase that has steps (infill ones of --infill-kinds) set aside before the "
+                "pools are drawn, the same for every --seed: never trained on, nor any item of their tasks. They "
+                "are judged, --num-generations completions each, before the first step, every --eval-steps steps "
+                "and after the last, and their reward and rates logged as `eval_reward/total`, "
+                "`eval_rl/correct_rate`, ...: whether what the policy learns carries to prompts it did not see. "
+                "0: no evaluation."})
+    eval_steps: int = field(default=5, metadata={
+        "help": "Optimizer steps between two evaluations of the set-aside items (with --eval-items)."})
     num_generations: int = field(default=8, metadata={
         "help": "Completions sampled per prompt (the GRPO group); at least 2."})
     per_device_train_batch_size: int = field(default=8, metadata={
@@ -134,6 +143,9 @@ class RLConfig:
                              f"{', '.join(REGION_KINDS)}")
         if self.items_per_phase is not None and self.items_per_phase <= 0:
             raise UsageError(f"items_per_phase must be positive (or unset: every item), not {self.items_per_phase}")
+        if self.eval_items < 0 or self.eval_steps <= 0:
+            raise UsageError(f"eval_items must be 0 (no evaluation) or more and eval_steps positive, not "
+                             f"{self.eval_items} and {self.eval_steps}")
         if self.num_generations < 2:
             raise UsageError("num_generations must be at least 2 (GRPO compares completions of one prompt)")
         batch = self.per_device_train_batch_size * self.gradient_accumulation_steps

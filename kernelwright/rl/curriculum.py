@@ -1,7 +1,8 @@
 """The RL curriculum: phase 1 infill tasks, phase 2 whole problems, never a held-out one.
 
-    items = load_curriculum(Path(".kernelwright/synthesize"))   # (infill, whole), held-out items removed
-    rows = curriculum_rows(items, cfg)                           # one prompt row per (step, prompt)
+    curriculum = load_curriculum(Path(".kernelwright/synthesize"))  # (infill, whole), held-out items removed
+    kept, aside = set_aside(curriculum, cfg)                         # --eval-items: judged, never trained on
+    train = rows(curriculum_items(kept, cfg))                        # one prompt row per (step, prompt)
 
 A synthesize output folder holds
 - `infill/train/<id>/{problem.py, partial.py, answer.cu, meta.json}` (infill_format's layout): phase 1;
@@ -215,6 +216,28 @@ def curriculum_items(curriculum: Curriculum, cfg: RLConfig) -> list[RLItem]:
                          "equal to --steps for an infill-only run")
     return (phase_order(pool(infill, cfg.items_per_phase, cfg.seed), phase1 * per_step, cfg.seed) +
             phase_order(pool(curriculum.whole, cfg.items_per_phase, cfg.seed + 1), phase2 * per_step, cfg.seed + 1))
+
+
+def set_aside(curriculum: Curriculum, cfg: RLConfig) -> tuple[Curriculum, list[RLItem]]:
+    """`cfg.eval_items` items of each phase that has steps (infill ones of the kinds asked for), drawn the same for
+    every seed, and the curriculum without them nor any other item of their tasks (an infill item's task is a whole
+    problem too: training on it would teach the answer)."""
+    if not cfg.eval_items:
+        return curriculum, []
+    infill = [it for it in curriculum.infill if not cfg.infill_kinds or it.kind in cfg.infill_kinds]
+    phases = [(infill, "infill")] if cfg.phase1_steps else []
+    phases += [(curriculum.whole, "whole")] if cfg.steps > cfg.phase1_steps else []
+    aside: list[RLItem] = []
+    for items, name in phases:
+        if len(items) <= cfg.eval_items:
+            raise UsageError(f"--eval-items {cfg.eval_items}: the {name} phase has {len(items)} item(s); set fewer "
+                             "aside, so that some are left to train on")
+        drawn = set(random.Random(f"eval:{name}").sample(range(len(items)), cfg.eval_items))
+        aside += [it for i, it in enumerate(items) if i in drawn]
+    tasks = {it.task_id for it in aside}
+    kept = Curriculum(infill=[it for it in curriculum.infill if it.task_id not in tasks],
+                      whole=[it for it in curriculum.whole if it.task_id not in tasks], dropped=curriculum.dropped)
+    return kept, aside
 
 
 def pool(items: list[RLItem], size: int | None, seed: int) -> list[RLItem]:

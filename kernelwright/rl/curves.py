@@ -6,7 +6,8 @@
 mean reward and its parts, the shares of completions that compiled, were correct or were a cheat, and
 the KL to the starting policy beside the reward's share of the step's wall time; the step where the
 curriculum turns from infill tasks to whole problems is marked. The summary gives the first and last
-steps' figures, completions an hour (completions a step, counted from the verdict reasons, over the
+steps' figures (and, with `--eval-items`, the set-aside items' first and last evaluations, dashed in the
+figure), completions an hour (completions a step, counted from the verdict reasons, over the
 median seconds between consecutive steps' logs, so a resumed run's gap is left out) and the judge's
 mean share of a step (the reward's seconds over TRL's `step_time`).
 """
@@ -32,6 +33,8 @@ PARTS = tuple(f"reward/{name}" for name in REWARD_PARTS)  # the metrics judge_re
 RATES = ("rl/compile_rate", "rl/correct_rate", "rl/cheat_rate")
 OTHERS = ("reward/total", "kl", "rl/reward_share", "rl/phase", "completions/mean_length")
 TIMES = ("rl/reward_s", "step_time")  # the reward's seconds (judge_reward) and the step's (TRL), per step
+# the set-aside items' figures (--eval-items), logged by TRL at the step each evaluation followed (0: the start)
+EVAL = ("eval_reward/total", "eval_rl/compile_rate", "eval_rl/correct_rate")
 
 
 @dataclass
@@ -67,7 +70,7 @@ class RLCurves:
         steps = self.steps("reward/total")
         total = sum(self.completions.values())
         first_last = {k: {"first": self.values(k)[0], "last": self.values(k)[-1]}
-                      for k in (*OTHERS[:2], *RATES) if self.values(k)}
+                      for k in (*OTHERS[:2], *RATES, *EVAL) if self.values(k)}
         shares = list(self.judge_share().values())
         per_step = total / len(self.completions) if self.completions else None
         return {
@@ -77,13 +80,14 @@ class RLCurves:
             "completions_per_hour": 3600 * per_step / self.step_s if per_step and self.step_s else None,
             "judge_share_of_step_mean": statistics.fmean(shares) if shares else None,
             "phase_turn_step": self.phase_turn(),
+            "eval_at_steps": self.steps(EVAL[0]),
         }
 
 
 def read_curves(client: MlflowClient, run_id: str) -> RLCurves:
     """The run's series of every key the figure and the summary use."""
     curves = RLCurves(run_id=run_id)
-    for key in (*PARTS, *RATES, *OTHERS, *TIMES):
+    for key in (*PARTS, *RATES, *OTHERS, *TIMES, *EVAL):
         history = client.get_metric_history(run_id, key)
         if history:
             curves.series[key] = {m.step: m.value for m in history}
@@ -105,11 +109,18 @@ def curves_figure(curves: RLCurves, dest: Path) -> Path:
             style = {"linewidth": 2.2, "color": "black"} if key == "reward/total" else {"linewidth": 1.2}
             reward_ax.plot(curves.steps(key), curves.values(key), marker="o", markersize=3,
                            label=key.removeprefix("reward/"), **style)
+    if curves.values(EVAL[0]):
+        reward_ax.plot(curves.steps(EVAL[0]), curves.values(EVAL[0]), marker="s", markersize=4, linestyle="--",
+                       color="black", label="total, set-aside items")
     reward_ax.set_title("mean reward per completion")
     for key in RATES:
         if curves.values(key):
             rate_ax.plot(curves.steps(key), curves.values(key), marker="o", markersize=3,
                          label=key.removeprefix("rl/").removesuffix("_rate"))
+    for key, color in zip(EVAL[1:], ("tab:blue", "tab:orange"), strict=True):  # the colours of compile, correct
+        if curves.values(key):
+            rate_ax.plot(curves.steps(key), curves.values(key), marker="s", markersize=4, linestyle="--", color=color,
+                         label=key.removeprefix("eval_rl/").removesuffix("_rate") + ", set-aside items")
     rate_ax.set_ylim(-0.03, 1.03)
     rate_ax.set_title("share of the step's completions")
     if curves.values("kl"):

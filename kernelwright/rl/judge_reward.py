@@ -17,6 +17,10 @@ float per completion out). For each generation batch it
    `rl/cheat_rate_run`), the reward's seconds and its share of the step's wall time (`rl/reward_s`,
    `rl/reward_share`); and every `samples_every` steps a table of prompts' ids, completions,
    verdicts and rewards (`samples/step_<n>.json`, mlflow.log_table).
+
+A batch of the evaluation (`--eval-items`: set-aside prompts judged between steps) goes through the same
+steps 1-3 and logs its means through TRL, which names them `eval_reward/total`, `eval_rl/correct_rate`,
+...; the run's counts, timings and samples table are training's alone.
 """
 
 from __future__ import annotations
@@ -116,6 +120,10 @@ class JudgeReward:
         self._last_end: float | None = None  # when the previous batch's reward ended
         self._calls = 0
         self.judged_share = 1.0  # of the last batch: distinct candidates judged / candidates with code
+        # Whether a batch is training's (the stage points this at the trainer's model): an evaluation's batch
+        # (--eval-items) is judged and logged alike, through TRL, which names its metrics eval_*, but it leaves
+        # the run's counts, the step's timing, the samples table and `on_batch` alone.
+        self.is_training: Callable[[], bool] = lambda: True
 
     def __call__(self, prompts: list[Any], completions: list[Any], item_id: list[str], phase: list[str],
                  kind: list[str], reference: list[str], partial: list[str], trainer_state: Any = None,
@@ -139,17 +147,22 @@ class JudgeReward:
                                   step=step)
             raise
         reward_s = time.perf_counter() - started
-        self._count(verdicts, totals, reward_s)
-        metrics["rl/cheat_rate_run"] = self.stats.cheat_rate
-        metrics["rl/reward_s"] = reward_s
-        metrics["rl/judged_share"] = self.judged_share
-        if self._last_end is not None:  # one cycle: the last step's update, this batch's generation, its reward
-            metrics["rl/reward_share"] = reward_s / max(time.perf_counter() - self._last_end, 1e-9)
         metrics["rl/phase"] = sum(ph == INFILL for ph in phase) / max(len(phase), 1)  # 1: infill, 0: whole
-        self._last_end = time.perf_counter()
+        training = self.is_training()
+        if training:
+            self._count(verdicts, totals, reward_s)
+            metrics["rl/cheat_rate_run"] = self.stats.cheat_rate
+            metrics["rl/reward_s"] = reward_s
+            metrics["rl/judged_share"] = self.judged_share
+            if self._last_end is not None:  # one cycle: the last step's update, this batch's generation, its reward
+                metrics["rl/reward_share"] = reward_s / max(time.perf_counter() - self._last_end, 1e-9)
+            self._last_end = time.perf_counter()
         if log_metric is not None:
             for name, value in metrics.items():
                 log_metric(name, value)
+        if not training:
+            self._last_end = None  # the next training batch's cycle would hold the evaluation
+            return totals
         if self.samples_every and step % self.samples_every == 0 and mlflow.active_run() is not None:
             mlflow.log_table(samples_table(step, item_id, phase, kind, texts, verdicts, parts),
                              artifact_file=f"samples/step_{step:06d}.json")

@@ -3,6 +3,7 @@
     kernelwright rl                                   # the champion, on <workdir>/synthesize
     kernelwright rl --model models:/kernelwright-coder@candidate --steps 400 --infill-steps 100
     kernelwright rl --model /models/my-sft --data /data/synth --num-generations 8 --beta 0.04
+    kernelwright rl --eval-items 16 --eval-steps 5    # 16 items a phase set aside, judged every 5 steps
 
 Each step samples `num_generations` completions for each of `prompts_per_step` prompts of the
 curriculum (curriculum.py), writes them as candidates, judges them (judging.py: on this machine's
@@ -38,7 +39,7 @@ from kernelwright.errors import UsageError
 from kernelwright.generation import end_loops_with_eos
 from kernelwright.models import load_base_model, load_model, load_tokenizer, resolve_ref
 from kernelwright.rl.config import RLConfig
-from kernelwright.rl.curriculum import INFILL, curriculum_items, load_curriculum, rows
+from kernelwright.rl.curriculum import INFILL, RLItem, curriculum_items, load_curriculum, rows, set_aside
 from kernelwright.rl.curves import report
 from kernelwright.rl.judge_reward import JudgeReward
 from kernelwright.rl.judging import Judge, pick_judge, reward_mode
@@ -80,7 +81,7 @@ def check_rl_config(cfg: RLConfig) -> None:
     """What can be checked before a model or an MLflow store is touched."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise UsageError("kernelwright rl runs in one process (generation, judging and training on one device)")
-    curriculum_items(load_curriculum(data_dir(cfg)), cfg)
+    curriculum_items(set_aside(load_curriculum(data_dir(cfg)), cfg)[0], cfg)
     checkpoint_to_resume(cfg)
 
 
@@ -123,7 +124,9 @@ def _read_source(start: Path) -> str:
         return str(start)
 
 
-def grpo_args(cfg: RLConfig, out: Path) -> GRPOConfig:
+def grpo_args(cfg: RLConfig, out: Path, evaluate: bool = False, resuming: bool = False) -> GRPOConfig:
+    """TRL's config of the run; `evaluate`: set-aside items are judged before the first step (not again on a
+    resume) and every `eval_steps` steps, a prompt's group (or as many as a training micro-batch holds) a batch."""
     on_gpu = torch.cuda.is_available()
     bf16 = cfg.bf16 if cfg.bf16 is not None else on_gpu and torch.cuda.is_bf16_supported()
     checkpointing = cfg.gradient_checkpointing if cfg.gradient_checkpointing is not None else on_gpu
@@ -138,6 +141,9 @@ def grpo_args(cfg: RLConfig, out: Path) -> GRPOConfig:
         shuffle_dataset=False,  # the curriculum's order: phase 1 first (curriculum.py)
         log_completions=False, dataloader_num_workers=0, disable_tqdm=False,
         **{n: checkpointing for n in ("gradient_checkpointing", "activation_checkpointing") if n in names},
+        **({"eval_strategy": "steps", "eval_steps": cfg.eval_steps, "eval_on_start": not resuming,
+            "per_device_eval_batch_size": cfg.num_generations * max(1, cfg.per_device_train_batch_size
+                                                                    // cfg.num_generations)} if evaluate else {}),
     )
 
 
@@ -172,7 +178,7 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None) -> RLResult:
     replaces the configured judge (the reward mode is then `injected`)."""
     check_rl_config(cfg)
     out = out_dir(cfg)
-    curriculum = load_curriculum(data_dir(cfg))
+    curriculum, aside = set_aside(load_curriculum(data_dir(cfg)), cfg)
     items = curriculum_items(curriculum, cfg)
     mode = INJECTED if judge is not None else reward_mode(cfg)
     judge = judge or pick_judge(cfg)
@@ -189,19 +195,21 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None) -> RLResult:
         log_params_once({**config_to_params(cfg, "kw."), "reward_mode": mode, "kw.policy": source,
                          "rl.infill_items": str(len(curriculum.infill)), "rl.whole_items": str(len(curriculum.whole)),
                          "rl.heldout_dropped": str(len(curriculum.dropped)),
-                         "rl.prompts_per_step": str(cfg.prompts_per_step)})
+                         "rl.prompts_per_step": str(cfg.prompts_per_step), "rl.eval_items_in_all": str(len(aside))})
         mlflow.set_tags({"kw.method": "grpo", "kw.resumed_from": str(last)})
         mlflow.log_dict({"phase1_steps": cfg.phase1_steps, "phase2_steps": cfg.steps - cfg.phase1_steps,
                          "phase1": sorted({it.id for it in items if it.phase == INFILL}),
                          "phase2": sorted({it.id for it in items if it.phase != INFILL}),
-                         "dropped": curriculum.dropped}, "curriculum.json")
+                         "eval": sorted(it.id for it in aside), "dropped": curriculum.dropped}, "curriculum.json")
         callbacks += [MlflowMetrics(), RunIdInCheckpoints(run.info.run_id)]
     reward = JudgeReward(judge, cfg.weights(), out / "candidates", correctness_only=cfg.correctness_only,
                          samples_every=cfg.samples_every)
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=grpo_args(cfg, out),
+    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=grpo_args(cfg, out, bool(aside), last is not None),
                           train_dataset=Dataset.from_list(rows(items)), processing_class=tokenizer,
-                          callbacks=callbacks)
+                          eval_dataset=Dataset.from_list(rows(aside)) if aside else None, callbacks=callbacks)
+    reward.is_training = lambda: bool(trainer.model.training)
     result = trainer.train(resume_from_checkpoint=last)
+    evaluate_last(trainer, aside)
     final = save_final(trainer.model, tokenizer, out / "final")
     stats = reward.stats
     summary = {"rl/cheat_rate_final": stats.cheat_rate, "rl/completions": float(stats.completions),
@@ -221,6 +229,14 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None) -> RLResult:
                     mean_reward=stats.reward_sum / stats.completions if stats.completions else 0.0,
                     reasons=dict(stats.reasons), train_runtime_s=float(result.metrics.get("train_runtime", 0.0)),
                     reward_s=stats.reward_s, stopped_by_time=time_limit.stopped_at_step is not None)
+
+
+def evaluate_last(trainer: GRPOTrainer, aside: list[RLItem]) -> None:
+    """The set-aside items judged after the last step too, where nothing did (the trainer evaluates at the last of
+    --steps, not where --max-minutes ended the run between two evaluations)."""
+    step = trainer.state.global_step
+    if aside and not any("eval_loss" in h and h.get("step") == step for h in trainer.state.log_history):
+        trainer.evaluate()
 
 
 def log_curves(run_id: str, out: Path) -> None:

@@ -15,7 +15,7 @@ from kernelwright.checkpoints import RUN_ID_FILE, TimeLimit, last_complete_check
 from kernelwright.errors import UsageError
 from kernelwright.infill_format import MARKER_RE
 from kernelwright.rl.config import RLConfig
-from kernelwright.rl.curriculum import curriculum_items, load_curriculum
+from kernelwright.rl.curriculum import curriculum_items, load_curriculum, set_aside
 from kernelwright.rl.judging import JudgeItem
 from kernelwright.rl.stage import load_policy, rl_command, run_rl
 from kernelwright.store import Store
@@ -175,3 +175,47 @@ def test_a_time_budget_is_minutes_of_this_process_and_zero_is_none() -> None:
     assert not TimeLimit(0.0).on_step_end(None, state, TrainerControl()).should_training_stop
     with pytest.raises(UsageError, match="max_minutes"):
         RLConfig(max_minutes=float("nan"))
+
+
+def test_set_aside_items_are_judged_at_the_start_on_schedule_and_at_the_end_never_trained_on(
+        data: Path, tmp_path: Path, tiny_model_dir: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    judge = FakeJudge()
+    cfg = config(data, tmp_path / "rl", tiny_model_dir, steps=3, eval_items=1, eval_steps=2, tracking_uri=uri)
+    result = rl_command(cfg, judge=judge)
+    kept, aside = set_aside(load_curriculum(data), cfg)
+    assert [it.phase for it in aside] == ["infill", "whole"]
+    aside_refs = {it.reference for it in aside}
+    trained_refs = {it.reference for it in curriculum_items(kept, cfg)}
+    assert not aside_refs & trained_refs and not {it.task_id for it in aside} & {
+        it.task_id for it in kept.infill + kept.whole}
+    judged = {p for batch in judge.batches for p, _ in batch}
+    assert aside_refs & judged  # the set-aside prompts were judged ...
+    assert result.completions == 3 * 4  # ... yet the run's counts are the training steps' alone
+    client = MlflowClient(uri)
+    history = client.get_metric_history(result.run_id or "", "eval_reward/total")
+    assert [m.step for m in history] == [0, 2, 3]  # before the first step, at step 2, after the last (3)
+    assert [m.step for m in client.get_metric_history(result.run_id or "", "reward/total")] == [1, 2, 3]
+    run = client.get_run(result.run_id or "")
+    assert "eval_rl/correct_rate" in run.data.metrics and run.data.params["rl.eval_items_in_all"] == "2"
+    curves = client.download_artifacts(result.run_id or "", "rl_curves.json", str(tmp_path / "curves"))
+    assert json.loads(Path(curves).read_text())["eval_at_steps"] == [0, 2, 3]
+
+
+def test_setting_aside_more_items_than_a_phase_has_is_refused(data: Path, tmp_path: Path, tiny_model_dir: Path) -> None:
+    cfg = config(data, tmp_path / "rl", tiny_model_dir, eval_items=3)  # 3 infill tasks and 3 pairs are kept
+    with pytest.raises(UsageError, match="--eval-items 3: the infill phase has 3"):
+        set_aside(load_curriculum(data), cfg)
+    with pytest.raises(UsageError, match="eval_items"):
+        config(data, tmp_path / "rl", tiny_model_dir, eval_items=-1)
+
+
+def test_a_run_ended_by_its_time_budget_judges_the_set_aside_items_after_its_last_step(
+        data: Path, tmp_path: Path, tiny_model_dir: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = config(data, tmp_path / "rl", tiny_model_dir, steps=3, eval_items=1, eval_steps=2, max_minutes=1e-9,
+                 tracking_uri=uri)
+    result = rl_command(cfg, judge=FakeJudge())
+    assert result.stopped_by_time and result.global_step == 1
+    steps = [m.step for m in MlflowClient(uri).get_metric_history(result.run_id or "", "eval_reward/total")]
+    assert steps == [0, 1]

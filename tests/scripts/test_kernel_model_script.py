@@ -31,7 +31,8 @@ case " $* " in
     *serve_compile_rate*) log serve-check "$(get --count)"; echo '{}' > "$(get --json)" ;;
     *" base-model pretrain "*) mkdir -p "$(get --out)"; log pretrain "require=$(get --require-sources)" ;;
     *".cli rl "*) log rl-start -; sleep 0.3; [ -z "${FAIL_RL:-}" ] || exit 4; mkdir -p "$(get --out)/final"
-                  accum="$(get --gradient-accumulation-steps)" minutes="$(get --max-minutes)$(get --infill-kinds)"
+                  accum="$(get --gradient-accumulation-steps)"
+                  minutes="$(get --max-minutes)$(get --infill-kinds)$(get --eval-items)"
                   log rl "accum=$accum:infill=$(get --infill-steps):minutes=$minutes:$(basename "$(get --model)")" ;;
     *" synthesize "*) s="$(get --workdir)/synthesize"
         for i in 1 2 3 4; do
@@ -149,8 +150,8 @@ def test_a_share_of_the_infill_tasks_is_drawn_once(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
 def test_rl_starts_from_the_best_version_with_a_step_of_several_micro_batches(tmp_path: Path) -> None:
     calls = _run(tmp_path, tmp_path / "w1", parallel=1, MODES="plain", RL_STEPS="2", RL_MINUTES="7.5",
-                 RL_INFILL_KINDS="index_guard")
-    assert [a for k, a in calls if k == "rl"] == ["accum=8:infill=:minutes=7.5index_guard:final"]  # plain's model
+                 RL_INFILL_KINDS="index_guard", RL_EVAL_ITEMS="4")
+    assert [a for k, a in calls if k == "rl"] == ["accum=8:infill=:minutes=7.5index_guard4:final"]  # plain's model
     compared = json.loads((tmp_path / "w1" / "rl_vs_start.json").read_text())
     assert compared["start_version"] == "0-plain" and set(compared) >= {"synth", "infill"}  # both suites its start had
     assert compared["infill"]["start"] == compared["infill"]["rl"] == {"fast_0": 0.0, "compile_rate": 0.5}

@@ -21,6 +21,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from sqlalchemy.exc import SQLAlchemyError
 
+from kernelwright.code_state import tag_code_state
 from kernelwright.errors import UsageError
 from kernelwright.store import Store
 from kernelwright.workdir import artifact_root, redacted, sqlite_file
@@ -147,9 +148,12 @@ def ui_start_page(server: str, store_uri: str, experiment: str = EXPERIMENT) -> 
 
 @contextmanager
 def stage_run(name: str, tags: dict[str, str] | None = None) -> Iterator[mlflow.ActiveRun]:
-    """Start a run named for the stage, nested under the active run if there is one."""
+    """Start a run named for the stage, nested under the active run if there is one; a top-level run gets the
+    code's state (code_state.py: version, commit, uncommitted changes)."""
     nested = mlflow.active_run() is not None
     with mlflow.start_run(run_name=name, nested=nested, tags={"kernelwright.stage": name, **(tags or {})}) as run:
+        if not nested:
+            tag_code_state()
         yield run
 
 

@@ -1,8 +1,8 @@
 """The layering rule: a stage never imports another stage; shared layers import no stage; no import cycle.
 
 Layers, bottom up:
-- base: errors, atomic, digest, config, workdir, tracking, prompting, code_norm, pysource, jsontext,
-  loop_limits;
+- base: errors, atomic, digest, config, workdir, tracking, code_state, prompting, code_norm, pysource,
+  jsontext, loop_limits;
 - shared: cuda (CUDA source tools), models, base_model (the pretrained base), seed, verifier, generation,
   decontaminate, infill_format, checkpoints;
 - stages: synthesis, curation, training, evaluation, serving, rl;
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kernelwright"
-BASE = {"__init__", "errors", "atomic", "digest", "config", "workdir", "store", "tracking", "prompting", "code_norm",
-        "pysource", "jsontext", "loop_limits"}
+BASE = {"__init__", "errors", "atomic", "digest", "config", "workdir", "store", "tracking", "code_state", "prompting",
+        "code_norm", "pysource", "jsontext", "loop_limits"}
 SHARED = {"cuda", "models", "seed", "verifier", "generation", "decontaminate", "base_model", "infill_format",
           "checkpoints"}
 STAGES = {"curation", "training", "evaluation", "serving", "synthesis", "rl"}

@@ -29,6 +29,7 @@ from mlflow.tracking import MlflowClient
 
 from kernelwright import atomic
 from kernelwright.base_model.choose import resolve_base_model
+from kernelwright.code_state import tag_code_state
 from kernelwright.config import config_to_params
 from kernelwright.curation.stage import check_curate_config
 from kernelwright.evaluation.candidates import select_problems
@@ -138,7 +139,7 @@ def _skipped(cfg: RetrainConfig, mark: Watermark, scope_key: str, done: Run, sta
     tags = {"kernelwright.stage": "retrain", **mark.tags(), f"{TAG}scope": scope_key,
             f"{TAG}decision": SKIPPED, f"{TAG}reason": reason, f"{TAG}same_as": done.info.run_id}
     with mlflow.start_run(run_name="retrain", tags=tags) as run:
-        pass
+        tag_code_state()
     log.info("retrain skipped: %s", reason)
     return RetrainResult(run.info.run_id, SKIPPED, reason, mark.key, done.data.tags.get(f"{TAG}candidate_version"),
                          alias_version(cfg.registered_model, CHAMPION), time.perf_counter() - start)
@@ -167,6 +168,7 @@ def _retrain(cfg: RetrainConfig, workdir: Path, mark: Watermark, scope: GateScop
     with mlflow.start_run(run_id=resumed, run_name=None if resumed else "retrain",
                           tags=None if resumed else tags) as parent:
         atomic.write_text(state, parent.info.run_id)
+        tag_code_state()
         if resumed:
             mlflow.set_tag(f"{TAG}resumed", "true")
             log.info("resuming retrain run %s", resumed)

@@ -34,6 +34,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from kernelwright import atomic, jsontext
 from kernelwright.checkpoints import RUN_ID_FILE, RunIdInCheckpoints, TimeLimit
+from kernelwright.code_state import tag_code_state
 from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
 from kernelwright.generation import end_loops_with_eos
@@ -286,4 +287,5 @@ def rl_command(cfg: RLConfig, judge: Judge | None = None) -> RLResult:
         with mlflow.start_run(run_id=run_id, run_name=None if run_id else "rl",
                               tags=None if run_id else {"kernelwright.stage": "rl"},
                               log_system_metrics=cfg.system_metrics):
+            tag_code_state()
             return run_rl(cfg, judge)

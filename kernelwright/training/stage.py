@@ -27,6 +27,7 @@ from mlflow.tracking import MlflowClient
 
 from kernelwright import atomic
 from kernelwright.base_model.choose import resolve_base_model
+from kernelwright.code_state import tag_code_state
 from kernelwright.config import config_to_params
 from kernelwright.digest import file_sha256
 from kernelwright.errors import UsageError
@@ -176,4 +177,5 @@ def train_command(cfg: TrainConfig) -> list[TrainResult]:
         with mlflow.start_run(run_id=run_id, run_name=None if run_id else name,
                               tags=None if run_id else {"kernelwright.stage": name},
                               log_system_metrics=cfg.system_metrics and not cfg.ablation):
+            tag_code_state()
             return run_ablation(cfg) if cfg.ablation else [run_train(cfg)]

@@ -5,7 +5,7 @@
 
 MLflow records the git commit of the entry point's checkout (`mlflow.source.git.commit`), but not
 whether the tree held changes that commit lacks, and a run from such a tree names code nobody can
-check out. Here, from the checkout the `kernelwright` package is imported from:
+check out. Here, from the git checkout that tracks the `kernelwright` package imported:
 
 - `kw.code.version`: the package's version (all there is for an installed package: no checkout);
 - `kw.code.commit`: HEAD; `kw.code.dirty`: `true` when tracked files differ from it or untracked
@@ -73,9 +73,13 @@ def _git(root: Path, *args: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def read_code_state(root: Path) -> CodeState:
-    """The state of the checkout at `root` (its top or any folder in it)."""
+def read_code_state(package: Path) -> CodeState:
+    """The state of the checkout that tracks the package folder `package` (its `__init__.py`): a package
+    installed into a virtual environment inside some other repository is not that repository's code."""
     version = kernelwright.__version__
+    if _git(package, "ls-files", "--error-unmatch", "__init__.py") is None:
+        return CodeState(version)
+    root = Path((_git(package, "rev-parse", "--show-toplevel") or str(package)).strip())
     commit = (_git(root, "rev-parse", "HEAD") or "").strip()
     if not commit:
         return CodeState(version)

@@ -25,8 +25,9 @@ def git(root: Path, *args: str) -> str:
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
-    root.mkdir()
+    (root / "pkg").mkdir(parents=True)
     git(root, "init", "-q")
+    (root / "pkg" / "__init__.py").write_text("")
     (root / "kernel.py").write_text("x = 1\n")
     (root / ".gitignore").write_text("*.log\n")
     git(root, "add", ".")
@@ -36,25 +37,33 @@ def checkout(tmp_path: Path) -> Path:
 
 @needs_git
 def test_a_clean_checkout_is_its_commit_and_a_changed_one_says_what_changed(checkout: Path) -> None:
-    clean = read_code_state(checkout / ".")
+    clean = read_code_state(checkout / "pkg")
     assert clean.commit == git(checkout, "rev-parse", "HEAD") and not clean.dirty and clean.diff == ""
     assert clean.tags() == {"kw.code.version": kernelwright.__version__, "kw.code.commit": clean.commit,
                             "kw.code.dirty": "false"}
     (checkout / "kernel.py").write_text("x = 2\n")
     (checkout / "new_op.py").write_text("y = 3\n")
     (checkout / "run.log").write_text("ignored\n")
-    dirty = read_code_state(checkout)
+    dirty = read_code_state(checkout / "pkg")
     assert dirty.dirty and "-x = 1" in dirty.diff and "+x = 2" in dirty.diff
     assert "untracked: new_op.py" in dirty.diff and "run.log" not in dirty.diff  # git's ignore rules apply
     assert dirty.tags()["kw.code.dirty"] == "true" and len(dirty.tags()["kw.code.diff_sha256"]) == 64
     (checkout / "kernel.py").write_text("x = 4\n")
-    assert read_code_state(checkout).diff_sha256 != dirty.diff_sha256  # two dirty trees told apart
+    assert read_code_state(checkout / "pkg").diff_sha256 != dirty.diff_sha256  # two dirty trees told apart
 
 
 def test_outside_a_checkout_only_the_version_is_known(tmp_path: Path) -> None:
     state = read_code_state(tmp_path)
     assert state == CodeState(kernelwright.__version__)
     assert state.tags() == {"kw.code.version": kernelwright.__version__}
+
+
+@needs_git
+def test_a_package_installed_inside_another_repository_is_not_that_repositorys_code(checkout: Path) -> None:
+    installed = checkout / ".venv" / "site-packages" / "kernelwright"  # untracked: not the checkout's code
+    installed.mkdir(parents=True)
+    (installed / "__init__.py").write_text("")
+    assert read_code_state(installed) == CodeState(kernelwright.__version__)
 
 
 def test_a_run_gets_the_state_and_the_diff_and_a_resume_keeps_the_first(tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ checkout, only the version is written.
 from __future__ import annotations
 
 import hashlib
-import logging
 import subprocess
 from dataclasses import dataclass
 from functools import cache
@@ -33,7 +32,6 @@ from mlflow.tracking import MlflowClient
 
 import kernelwright
 
-log = logging.getLogger(__name__)
 TAG = "kw.code."
 DIFF_ARTIFACT = "code/uncommitted.diff"
 MAX_DIFF_BYTES = 4 << 20  # a diff above this is cut (its digest is of the whole)

@@ -8,7 +8,16 @@ import pytest
 
 from kernelwright.errors import UsageError
 from kernelwright.rl.config import RLConfig
-from kernelwright.rl.curriculum import INFILL, WHOLE, RLItem, curriculum_items, held_out, load_curriculum, rows
+from kernelwright.rl.curriculum import (
+    INFILL,
+    WHOLE,
+    RLItem,
+    curriculum_items,
+    held_out,
+    load_curriculum,
+    rows,
+    set_aside,
+)
 from kernelwright.seed import load_seed_tasks, split_tasks
 from tests.rl._data import KEPT, make_data
 
@@ -95,3 +104,21 @@ def test_phase_one_draws_only_the_infill_kinds_asked_for(data: Path) -> None:
         curriculum_items(load_curriculum(data), config(["smem_tiling"]))
     with pytest.raises(UsageError, match="unknown region kind.* guard; the kinds are index_guard"):
         RLConfig(infill_kinds=["guard"])
+
+
+def test_set_aside_items_are_the_same_for_every_seed_and_no_pool_holds_their_tasks(data: Path) -> None:
+    def split(seed: int, items_per_phase: int | None = None) -> tuple[list[RLItem], list[RLItem]]:
+        cfg = RLConfig(data=str(data), steps=4, infill_steps=2, num_generations=2, per_device_train_batch_size=2,
+                       eval_items=1, seed=seed, items_per_phase=items_per_phase)
+        kept, aside = set_aside(load_curriculum(data), cfg)
+        return curriculum_items(kept, cfg), aside
+
+    trained, aside = split(0)
+    assert [it.phase for it in aside] == [INFILL, WHOLE]
+    assert [it.id for it in split(7)[1]] == [it.id for it in aside]  # seeds compare on one set
+    for seed in (0, 7):
+        pooled = split(seed, items_per_phase=1)[0]
+        assert not {it.task_id for it in pooled + trained} & {it.task_id for it in aside}
+    infill_only = set_aside(load_curriculum(data), RLConfig(steps=2, infill_steps=2, eval_items=1))[1]
+    assert [it.phase for it in infill_only] == [INFILL]  # a phase without steps sets nothing aside
+    assert set_aside(load_curriculum(data), RLConfig())[1] == []  # 0: no evaluation

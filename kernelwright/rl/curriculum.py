@@ -202,11 +202,16 @@ def phase_order(items: list[RLItem], count: int, seed: int) -> list[RLItem]:
     return out
 
 
+def infill_of_kinds(curriculum: Curriculum, cfg: RLConfig) -> list[RLItem]:
+    """The infill items phase 1 may draw: those of `--infill-kinds` (every one when none is named)."""
+    return [it for it in curriculum.infill if not cfg.infill_kinds or it.kind in cfg.infill_kinds]
+
+
 def curriculum_items(curriculum: Curriculum, cfg: RLConfig) -> list[RLItem]:
     """The items of every prompt of the run, in training order: phase 1, then phase 2."""
     per_step = cfg.prompts_per_step
     phase1, phase2 = cfg.phase1_steps, cfg.steps - cfg.phase1_steps
-    infill = [it for it in curriculum.infill if not cfg.infill_kinds or it.kind in cfg.infill_kinds]
+    infill = infill_of_kinds(curriculum, cfg)
     if phase1 and not infill:
         kinds = f" of kind {', '.join(cfg.infill_kinds)}" if cfg.infill_kinds and curriculum.infill else ""
         raise UsageError(f"no infill training tasks{kinds} in the data (infill/train/): make them with `kernelwright "
@@ -224,7 +229,7 @@ def set_aside(curriculum: Curriculum, cfg: RLConfig) -> tuple[Curriculum, list[R
     problem too: training on it would teach the answer)."""
     if not cfg.eval_items:
         return curriculum, []
-    infill = [it for it in curriculum.infill if not cfg.infill_kinds or it.kind in cfg.infill_kinds]
+    infill = infill_of_kinds(curriculum, cfg)
     phases = [(infill, "infill")] if cfg.phase1_steps else []
     phases += [(curriculum.whole, "whole")] if cfg.steps > cfg.phase1_steps else []
     aside: list[RLItem] = []

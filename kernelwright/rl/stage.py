@@ -40,7 +40,7 @@ from kernelwright.errors import UsageError
 from kernelwright.generation import end_loops_with_eos
 from kernelwright.models import load_base_model, load_model, load_tokenizer, resolve_ref
 from kernelwright.rl.config import RLConfig
-from kernelwright.rl.curriculum import INFILL, RLItem, curriculum_items, load_curriculum, rows, set_aside
+from kernelwright.rl.curriculum import INFILL, Curriculum, RLItem, curriculum_items, load_curriculum, rows, set_aside
 from kernelwright.rl.curves import report
 from kernelwright.rl.judge_reward import JudgeReward
 from kernelwright.rl.judging import Judge, pick_judge, reward_mode
@@ -78,12 +78,24 @@ def data_dir(cfg: RLConfig) -> Path:
     return Path(cfg.data) if cfg.data else resolve_workdir(cfg.workdir) / "synthesize"
 
 
-def check_rl_config(cfg: RLConfig) -> None:
-    """What can be checked before a model or an MLflow store is touched."""
+@dataclass(frozen=True)
+class RLPlan:
+    """What a job trains and evaluates on, read and checked once before a model or an MLflow store is touched:
+    the curriculum less the set-aside items, those items, the training rows' items and the checkpoint to resume."""
+
+    curriculum: Curriculum
+    aside: list[RLItem]
+    items: list[RLItem]
+    last_checkpoint: str | None
+
+
+def plan_rl(cfg: RLConfig) -> RLPlan:
+    """The job's plan (RLPlan); a UsageError for what cannot run (more than one process, no data, a phase with
+    steps and no items, checkpoints that --resume false would mix with new ones)."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise UsageError("kernelwright rl runs in one process (generation, judging and training on one device)")
-    curriculum_items(set_aside(load_curriculum(data_dir(cfg)), cfg)[0], cfg)
-    checkpoint_to_resume(cfg)
+    curriculum, aside = set_aside(load_curriculum(data_dir(cfg)), cfg)
+    return RLPlan(curriculum, aside, curriculum_items(curriculum, cfg), checkpoint_to_resume(cfg))
 
 
 def policy_source(cfg: RLConfig) -> str:
@@ -174,16 +186,15 @@ def log_params_once(params: dict[str, str]) -> None:
         mlflow.set_tags(changed)
 
 
-def run_rl(cfg: RLConfig, judge: Judge | None = None) -> RLResult:
+def run_rl(cfg: RLConfig, judge: Judge | None = None, plan: RLPlan | None = None) -> RLResult:
     """Train with GRPO; inside an active MLflow run, log everything to it and register the model. `judge`
-    replaces the configured judge (the reward mode is then `injected`)."""
-    check_rl_config(cfg)
+    replaces the configured judge (the reward mode is then `injected`); `plan`, the job's plan where the caller
+    made it (else it is made here)."""
+    plan = plan or plan_rl(cfg)
+    curriculum, aside, items, last = plan.curriculum, plan.aside, plan.items, plan.last_checkpoint
     out = out_dir(cfg)
-    curriculum, aside = set_aside(load_curriculum(data_dir(cfg)), cfg)
-    items = curriculum_items(curriculum, cfg)
     mode = INJECTED if judge is not None else reward_mode(cfg)
     judge = judge or pick_judge(cfg)
-    last = checkpoint_to_resume(cfg)
     model, tokenizer, source = load_policy(cfg, out, resuming=last is not None)
     if cfg.stop_loops and tokenizer.eos_token_id is not None:
         end_loops_with_eos(model, int(tokenizer.eos_token_id))
@@ -281,11 +292,11 @@ def rl_command(cfg: RLConfig, judge: Judge | None = None) -> RLResult:
     """What `kernelwright rl` runs: the arguments and data checked, then the MLflow store (--tracking-uri, else the
     work folder's), one run (resumed when a previous run into the same output folder was killed and the store
     holds it). `judge`: as for `run_rl`."""
-    check_rl_config(cfg)
+    plan = plan_rl(cfg)
     with tracking_session(Store.of(cfg)):
         run_id = resumable_run_id(cfg)
         with mlflow.start_run(run_id=run_id, run_name=None if run_id else "rl",
                               tags=None if run_id else {"kernelwright.stage": "rl"},
                               log_system_metrics=cfg.system_metrics):
             tag_code_state()
-            return run_rl(cfg, judge)
+            return run_rl(cfg, judge, plan)

@@ -219,3 +219,20 @@ def test_a_run_ended_by_its_time_budget_judges_the_set_aside_items_after_its_las
     assert result.stopped_by_time and result.global_step == 1
     steps = [m.step for m in MlflowClient(uri).get_metric_history(result.run_id or "", "eval_reward/total")]
     assert steps == [0, 1]
+
+
+def test_a_job_reads_its_curriculum_once(data: Path, tmp_path: Path, tiny_model_dir: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import kernelwright.rl.stage as stage
+
+    reads: list[Path] = []
+
+    def counted(folder: Path) -> Any:
+        reads.append(folder)
+        return load_curriculum(folder)
+
+    monkeypatch.setattr(stage, "load_curriculum", counted)
+    cfg = config(data, tmp_path / "rl", tiny_model_dir, steps=1, infill_steps=1, eval_items=1,
+                 tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    rl_command(cfg, judge=FakeJudge())
+    assert reads == [data]

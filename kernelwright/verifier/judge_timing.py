@@ -222,20 +222,30 @@ def check_wall(target: ClockTarget, checks: list[WallCheck]) -> None:
         check.kept.clear()
 
 
+def _no_phase(name: str) -> None:
+    """Where no progress file follows the phases."""
+
+
 def time_candidate(link: Link, call: dict[str, Any], seed: int, keep_all: bool, target: ClockTarget,
-                   bounded: bool = True, checks: list[WallCheck] | None = None) -> CandidateTiming:
+                   bounded: bool = True, checks: list[WallCheck] | None = None,
+                   phase: Callable[[str], None] = _no_phase) -> CandidateTiming:
     """The runner's timing, attempt by attempt on new inputs while other work disturbed it or while
     it read below what the judge's clock allows (`bounded`); below it on every attempt:
-    `timing_inconsistent`. Each attempt's clock checks its counted batch (given `checks`: later)."""
+    `timing_inconsistent`. Each attempt's clock checks its counted batch (given `checks`: later).
+    `phase(name)` is told where each attempt is: `timing` (the runner's trials), `timing_kept` (their
+    kept outputs read back), `timing_clock` (the judge's clock)."""
     last: CandidateTiming | None = None
     last_high: CandidateTiming | None = None  # the last attempt disturbed but not below the bound
     for attempt in range(TIMING_ATTEMPTS):
         s = seed + ATTEMPT_SEEDS * attempt
+        phase("timing")
         reply = link.ask("time", **call, seed=s, keep_all=keep_all, keep_seed=s ^ 0x5EED)
         median = float(field(reply, "median_ms", (int, float)))
         if median < 0:
             raise ChannelBroken(f"a negative median ({median} ms)")
+        phase("timing_kept")
         kept = _kept(reply, link.outbox, keep_all)
+        phase("timing_clock")
         wall = judge_clock(link, call, s + ATTEMPT_SEEDS // 2, target, checks)
         timing = CandidateTiming(median, wall, s, kept, False)
         low = bounded and below_bound(median, wall.per_call_ms)
@@ -328,8 +338,8 @@ def _timed(link: Link, call: dict[str, Any], target: ClockTarget, keep_all: bool
     progress.write(phase="timing_wait")
     try:
         with timing_held(spec.timing_lock, spec.gpu_gate), torch.no_grad(), spinning():
-            progress.write(phase="timing")
-            cand = time_candidate(link, call, spec.timing_seed, keep_all, target, spec.timer_bound, checks)
+            cand = time_candidate(link, call, spec.timing_seed, keep_all, target, spec.timer_bound, checks,
+                                  phase=lambda name: progress.write(phase=name))
             if ref.figures is None:  # its own phase: what a cached reference timing saves under the lock
                 progress.write(phase="timing_reference")
             ref_ms, compiled_ms = ref.figures if ref.figures is not None else reference_figures(

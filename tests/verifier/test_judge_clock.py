@@ -183,7 +183,9 @@ def test_a_timer_below_the_clock_on_every_attempt_is_timing_inconsistent(clock: 
 
 def test_a_timer_below_the_clock_once_is_timed_again(clock: FakeClock) -> None:
     fake = FakeRunner(clock, call_ms=0.3, timer_ms=[0.001, 0.31])
-    got = time_candidate(_link(fake), {}, 7000, False, _target())
+    phases: list[str] = []
+    got = time_candidate(_link(fake), {}, 7000, False, _target(), phase=phases.append)
+    assert phases == ["timing", "timing_kept", "timing_clock"] * 2  # each attempt's parts, for phase_s
     assert got.median_ms == 0.31 and got.seed == 7000 + timing.ATTEMPT_SEEDS and not got.disturbed
     assert got.wall_ms == pytest.approx(0.3, rel=1e-3)
     unbounded = FakeRunner(clock, call_ms=0.3, timer_ms=[0.001])  # calibration: reported as read

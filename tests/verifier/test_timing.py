@@ -185,7 +185,7 @@ def _logged_time_shape(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, log: list
         finally:
             log.append("unlock")
 
-    def time_candidate(*a: Any) -> Any:
+    def time_candidate(*a: Any, **kw: Any) -> Any:
         log.append("time candidate")
         a[-1].append(judge_timing.WallCheck(5, [(0, torch.ones(2))]))  # its clock's check, pending
         if rejected_under_lock:

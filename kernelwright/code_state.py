@@ -58,8 +58,12 @@ class CodeState:
         return tags
 
     def brief(self) -> str:
-        """The commit, and the diff's digest when the tree was dirty."""
-        return self.commit + (f"+{self.diff_sha256[:12]}" if self.dirty else "")
+        return _brief(self.commit, self.diff_sha256)
+
+
+def _brief(commit: str, diff_sha256: str) -> str:
+    """The commit, and the diff's digest when the tree was dirty (a clean tree's digest is "")."""
+    return commit + (f"+{diff_sha256[:12]}" if diff_sha256 else "")
 
 
 def _git(root: Path, *args: str) -> str | None:
@@ -102,8 +106,7 @@ def tag_code_state(state: CodeState | None = None) -> None:
     state = state or code_state()
     held = MlflowClient().get_run(run.info.run_id).data.tags
     if f"{TAG}version" in held:  # a resumed run: its first attempt's state stays
-        before = held.get(f"{TAG}commit", "") + (f"+{held[f'{TAG}diff_sha256'][:12]}"
-                                                 if held.get(f"{TAG}dirty") == "true" else "")
+        before = _brief(held.get(f"{TAG}commit", ""), held.get(f"{TAG}diff_sha256", ""))  # tagged when dirty only
         if before != state.brief() or held[f"{TAG}version"] != state.version:
             mlflow.set_tag(f"{TAG}resumed_with", f"{state.version} {state.brief()}".strip())
         return

@@ -6,6 +6,8 @@ on two CPU cores; the scripted backend answers and the compile check is the test
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 schemathesis = pytest.importorskip("schemathesis")
@@ -38,10 +40,28 @@ def _fake_compile(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(compiling, "_module", lambda: FakeCompileCheck)
 
 
-@schema.parametrize()
-@settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-def test_the_api_keeps_to_its_schema(case) -> None:  # type: ignore[no-untyped-def]
-    case.call_and_validate(headers={"Authorization": f"Bearer {KEY}"}, excluded_checks=SEMANTIC)
+def _operation_test(one: schemathesis.BaseSchema):  # type: ignore[no-untyped-def]
+    """The test of one operation. One test function each: the items of one function that schemathesis makes per
+    operation share a node id under pytest 9, and a parallel test run (pytest-xdist) runs one item per node id."""
+
+    @one.parametrize()
+    @settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+    def test(case) -> None:  # type: ignore[no-untyped-def]
+        case.call_and_validate(headers={"Authorization": f"Bearer {KEY}"}, excluded_checks=SEMANTIC)
+
+    return test
+
+
+OPERATIONS = {f"{op.method} {op.path}": op for op in (r.ok() for r in schema.get_all_operations())}
+ONE_EACH = {label: schema.include(method=op.method, path=op.path) for label, op in OPERATIONS.items()}
+for _label, _one in ONE_EACH.items():
+    globals()["test_the_api_keeps_to_its_schema_" + re.sub(r"\W+", "_", _label).strip("_")] = _operation_test(_one)
+
+
+def test_each_schema_test_covers_its_one_operation() -> None:
+    assert len(OPERATIONS) >= 7
+    for label, one in ONE_EACH.items():
+        assert [f"{r.ok().method} {r.ok().path}" for r in one.get_all_operations()] == [label]
 
 
 DEEP = 3_000  # levels: past what a JSON decoder's stack holds, in a body under CFG's max_body_bytes

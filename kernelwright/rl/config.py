@@ -37,9 +37,10 @@ class RLConfig:
                 "trained on). None: <workdir>/synthesize."})
     steps: int = field(default=200, metadata={"help": "Optimizer steps in all, both phases."})
     max_minutes: float = field(default=0.0, metadata={
-        "help": "Wall-clock minutes of training in this process, after which it stops at the end of the step in "
-                "progress and checkpoints, saves, registers and logs as a finished run does (a later call with the "
-                "same --out resumes from there); the infill phase comes first, so a short budget may never reach "
+        "help": "Wall-clock minutes of training in this process (the evaluations of --eval-items within them: it "
+                "boxes the job's time), after which it stops at the end of the step in progress and checkpoints, "
+                "saves, registers and logs as a finished run does (a later call with the same --out resumes from "
+                "there); the infill phase comes first, so a short budget may never reach "
                 "whole problems. 0: no limit, --steps decides."})
     infill_steps: int | None = field(default=None, metadata={
         "help": "Steps of phase 1 (infill tasks: complete a hidden region of a verified kernel); the rest are phase 2 "

@@ -25,7 +25,7 @@
 # 6. the table over seeds (bench/cuset_ablation.py reads every evaluate-* folder), under one
 #    `cuset-ablation` parent run in WORKDIR/mlflow.db;
 # 7. the champion on the 13 held-out seed tasks (SEED_SAMPLES each; 0: not evaluated) and on the builtin suite
-#    (BUILTIN_SAMPLES each; 0: not evaluated); `kernelwright serve`
+#    (BUILTIN_SAMPLES each; 0: not evaluated); beside them `kernelwright serve`
 #    with its defaults, and the compile pass rate of its answers to SERVE_PROBLEMS held-out compositions
 #    (0: no server);
 # 8. with RL_STEPS > 0, `kernelwright rl` (its own MLflow run) from the version with the best
@@ -376,15 +376,21 @@ if "$PY" -c "from mlflow import MlflowClient; MlflowClient().get_model_version_b
             --compile-baseline "$CHECK_COMPILE_BASELINE" --batch-size "$EVAL_BATCH" --no-gate --out "$out" \
             --workdir "$WORKDIR"; touch "$out/.done"; }
     }
-    champion_on champion-seed-heldout "$SEED_SAMPLES"  # the 13 held-out seed tasks
-    champion_on champion-builtin "$BUILTIN_SAMPLES" --suite builtin  # kernelwright's own 50 problems
-    if [ ! -e "$WORKDIR/serve_compile_rate.json" ] && [ "$SERVE_PROBLEMS" != 0 ]; then
+    serve_check() {  # the compile pass rate of the served champion's answers, once (SERVE_PROBLEMS 0: none)
+        [ ! -e "$WORKDIR/serve_compile_rate.json" ] && [ "$SERVE_PROBLEMS" != 0 ] || return 0
         $KW serve > "$WORKDIR/serve.log" 2>&1 &  # every default: the champion of this work folder's registry
-        SERVE_PID=$!
+        local pid=$!
         $PY bench/serve_compile_rate.py --problems "$SYN/heldout" --count "$SERVE_PROBLEMS" \
             --concurrency "$SERVE_CONCURRENCY" --json "$WORKDIR/serve_compile_rate.json" || echo "the serve check failed: see $WORKDIR/serve.log"
-        kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null || true
-    fi
+        kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+    }
+    # the server beside the champion's evaluations, which mostly decode and leave the GPU idle: run last, a
+    # time-boxed recipe lost its figure twice to the end of the GPU time
+    serve_check &
+    SERVE_CHECK_PID=$!
+    champion_on champion-seed-heldout "$SEED_SAMPLES"  # the 13 held-out seed tasks
+    champion_on champion-builtin "$BUILTIN_SAMPLES" --suite builtin  # kernelwright's own 50 problems
+    wait_for "$SERVE_CHECK_PID"
 else
     echo "no version was promoted (no correct kernel on the held-out compositions): no champion to serve"
 fi

@@ -25,7 +25,7 @@ log() { echo "$1 $2" >> "$LOG"; }
 case " $* " in
     " - "*) exec "$REAL_PYTHON" "$@" ;;  # the script's own snippets
     *" -c "*) [ -n "${CHAMPION:-}" ] ;;  # the champion check: there is one only when told
-    *" --no-gate --out "*champion-seed-heldout*) mkdir -p "$(get --out)"; log seed-tasks - ;;
+    *" --no-gate --out "*champion-seed-heldout*) mkdir -p "$(get --out)"; sleep "${SEED_S:-0}"; log seed-tasks - ;;
     *" --no-gate --out "*champion-builtin*) mkdir -p "$(get --out)"; log builtin "$(get --suite)" ;;
     *".cli serve"*) log serve -; sleep 30 ;;
     *serve_compile_rate*) log serve-check "$(get --count)"; echo '{}' > "$(get --json)" ;;
@@ -216,10 +216,12 @@ def test_jobs_are_spread_over_the_gpus_given(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
 def test_the_champion_is_evaluated_on_seed_tasks_and_builtin_suite_and_served_unless_told_not(tmp_path: Path) -> None:
-    calls = _run(tmp_path, tmp_path / "w1", parallel=1, MODES="plain", CHAMPION="1", SERVE_PROBLEMS="5")
-    # the server starts in the background: its own line may come after the check's, or not before it is stopped
+    calls = _run(tmp_path, tmp_path / "w1", parallel=1, MODES="plain", CHAMPION="1", SERVE_PROBLEMS="5",
+                 SEED_S="3")
+    # the server starts in the background: its own line may come after the check's, or not before it is stopped;
+    # its check runs beside the evaluations, so it ends while the (3 s) seed tasks are still being evaluated
     ran = [(k, a) for k, a in calls if k in ("seed-tasks", "builtin", "serve-check")]
-    assert ran == [("seed-tasks", "-"), ("builtin", "builtin"), ("serve-check", "5")]
+    assert ran == [("serve-check", "5"), ("seed-tasks", "-"), ("builtin", "builtin")]
     skipped = _run(tmp_path, tmp_path / "w2", parallel=1, MODES="plain", CHAMPION="1", SEED_SAMPLES="0",
                    BUILTIN_SAMPLES="0", SERVE_PROBLEMS="0")  # an ablation's lease: none of them
     assert not [k for k, _ in skipped if k in ("seed-tasks", "builtin", "serve", "serve-check")]

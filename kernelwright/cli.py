@@ -69,6 +69,10 @@ def closing_line(ev: EvaluateResult) -> str:
         figures += f", gpu_verified false ({ev.gpu_reason.split(':')[0]})"
     if ev.heldout_bits_per_char is not None:
         figures += f", held-out answers {ev.heldout_bits_per_char:.3f} bits/char"
+    if ev.finish_reasons:
+        ended = ev.finish_reasons
+        figures += (f"; completions ended by the model {ended.get('stop', 0)}, at the token budget "
+                    f"{ended.get('length', 0)}, in a loop {ended.get('loop', 0)}")
     return f"evaluation: {figures} (generate {ev.generate_s:.0f} s, check {ev.check_s:.0f} s); " \
            f"gate: {ev.gate_note}"
 

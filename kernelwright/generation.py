@@ -4,6 +4,9 @@
 (evaluation's `HFBackend` here, the kernel server's generation queue); `HFBackend` turns chat
 prompts into completions, batching `model.generate` with left padding.
 
+`HFBackend.complete` also says why each completion ended (`finish_reason`: "stop", "length" or "loop"),
+so a candidate cut off at the budget or by a loop is told from one the model ended itself.
+
 `LoopStop` ends a sequence caught in a repetition loop (its last `window` tokens repeat a unit of at
 most `max_period` tokens: an op line written again and again, a name growing by `_op` forever), which
 a small model sampled at a low temperature falls into; such a completion can only run to the token
@@ -138,6 +141,30 @@ def end_loops_with_eos(model: PreTrainedModel, eos_token_id: int) -> None:
     model.generate = generate_ending_loops  # type: ignore[method-assign]
 
 
+FINISH_REASONS = ("stop", "length", "loop")
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    # "stop": the model ended it (end of sequence); "length": max_new_tokens reached; "loop": LoopStop ended it
+    # in a repetition loop before the budget
+    finish_reason: str
+    new_tokens: int  # tokens generated, the end of sequence not counted
+
+
+def finish_reason(row: Sequence[int], ends: set[int], max_new_tokens: int) -> tuple[str, int]:
+    """Why one row of generated tokens ended, and how many it generated before its end: `ends` are the end of
+    sequence and padding ids (a finished row of a batch is padded; padding may be the end-of-sequence token, so a
+    row LoopStop ended looks like one that ended itself but for the loop before its end)."""
+    n = next((i for i, t in enumerate(row) if t in ends), len(row))
+    if n >= max_new_tokens:
+        return "length", n
+    if ends_in_loop(row[:n]) or n == len(row):  # no end of sequence short of the budget: a criterion ended it
+        return "loop", n
+    return "stop", n
+
+
 @dataclass
 class HFBackend:
     model: PreTrainedModel
@@ -151,7 +178,7 @@ class HFBackend:
     static_cache: bool = False  # a static KV cache: transformers compiles the decoding step on a GPU
 
     @torch.inference_mode()
-    def _batch(self, prompts: list[str]) -> list[str]:
+    def _batch(self, prompts: list[str]) -> list[Completion]:
         tok = self.tokenizer
         tok.padding_side = "left"
         enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
@@ -162,9 +189,17 @@ class HFBackend:
                                                            tok.pad_token_id, tok.eos_token_id),
                                   stopping_criteria=stops, **cache)
         new = out[:, width:]
-        return tok.batch_decode(new, skip_special_tokens=True)
+        ends = {t for t in (tok.eos_token_id, tok.pad_token_id) if t is not None}
+        finished = [finish_reason(row, ends, self.max_new_tokens) for row in new.tolist()]
+        texts = tok.batch_decode(new, skip_special_tokens=True)
+        return [Completion(text, why, n) for text, (why, n) in zip(texts, finished, strict=True)]
 
     def generate(self, conversations: list[list[dict[str, str]]], samples: int = 1) -> list[list[str]]:
+        """`samples` completions' texts per conversation."""
+        return [[c.text for c in row] for row in self.complete(conversations, samples)]
+
+    def complete(self, conversations: list[list[dict[str, str]]], samples: int = 1) -> list[list[Completion]]:
+        """`samples` completions per conversation, with why each ended."""
         torch.manual_seed(self.seed)
         prompts = [
             str(self.tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False))
@@ -172,9 +207,9 @@ class HFBackend:
         ]
         flat = [p for p in prompts for _ in range(samples)]
         task = self.progress.add_task("generating", total=len(flat)) if self.progress else None
-        texts: list[str] = []
+        done: list[Completion] = []
         for i in range(0, len(flat), self.batch_size):
-            texts += self._batch(flat[i:i + self.batch_size])
+            done += self._batch(flat[i:i + self.batch_size])
             if self.progress is not None and task is not None:
                 self.progress.advance(task, len(flat[i:i + self.batch_size]))
-        return [texts[i * samples:(i + 1) * samples] for i in range(len(prompts))]
+        return [done[i * samples:(i + 1) * samples] for i in range(len(prompts))]

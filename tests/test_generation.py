@@ -10,6 +10,7 @@ import torch
 from transformers import BatchEncoding, LogitsProcessor, LogitsProcessorList
 
 from kernelwright.generation import (
+    FINISH_REASONS,
     LOOP_MAX_PERIOD,
     LOOP_WINDOW,
     HFBackend,
@@ -17,6 +18,7 @@ from kernelwright.generation import (
     LoopStop,
     end_loops_with_eos,
     ends_in_loop,
+    finish_reason,
     generate_kwargs,
     periodic,
     periodic_all_shifts,
@@ -152,6 +154,26 @@ def test_generate_ends_a_looping_completion_at_the_window_not_the_budget(stop_lo
     tokens = out[0][0].split()
     assert set(tokens) == {"0"}
     assert len(tokens) == (LOOP_WINDOW if stop_loops else budget)
+
+
+@pytest.mark.parametrize("stop_loops", [True, False])
+def test_each_completion_says_why_it_ended(stop_loops: bool) -> None:
+    budget = LOOP_WINDOW + 100
+    looping = HFBackend(_zero_head_model(), _IdsTokenizer(), max_new_tokens=budget,  # type: ignore[arg-type]
+                        stop_loops=stop_loops).complete([[{"role": "user", "content": "kernel"}]])[0][0]
+    assert (looping.finish_reason, looping.new_tokens) == (("loop", LOOP_WINDOW) if stop_loops else ("length", budget))
+    ended = HFBackend(_RecordingModel(), _Tokenizer()).complete(  # type: ignore[arg-type]
+        [[{"role": "user", "content": "kernel"}]], samples=2)[0]
+    assert [(c.finish_reason, c.new_tokens) for c in ended] == [("stop", 0), ("stop", 0)]
+
+
+def test_finish_reasons_of_rows_padded_after_their_end() -> None:
+    ends, unit = {EOS, PAD}, [7, 8, 9]
+    assert finish_reason([5, 6, EOS, PAD, PAD], ends, 100) == ("stop", 2)
+    assert finish_reason([5, 6, 7, 8], ends, 4) == ("length", 4)
+    assert finish_reason(unit * (LOOP_WINDOW // 3 + 1) + [PAD], ends, 10_000)[0] == "loop"  # LoopStop, then padding
+    assert finish_reason([5, 6, 7], ends, 100) == ("loop", 3)  # no end short of the budget: a criterion ended it
+    assert set(FINISH_REASONS) == {"stop", "length", "loop"}
 
 
 def test_a_static_cache_is_asked_of_generate_only_when_chosen() -> None:

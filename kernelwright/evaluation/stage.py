@@ -31,9 +31,10 @@ import os
 import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -61,7 +62,7 @@ from kernelwright.evaluation.report import (
     not_applicable_note,
     write_report,
 )
-from kernelwright.generation import HFBackend
+from kernelwright.generation import FINISH_REASONS, HFBackend
 from kernelwright.models import ModelRef, load_model, resolve_ref
 from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.problems import Problem
@@ -90,6 +91,7 @@ class EvaluateResult:
     generate_s: float = 0.0  # wall time of generation (0 with --generations)
     check_s: float = 0.0  # wall time of the checks: static, NVRTC and, with a GPU, verification
     heldout_bits_per_char: float | None = None  # the generating model's, on the seed held-out answers
+    finish_reasons: dict[str, int] = field(default_factory=dict)  # why the completions ended (GenerationRecord)
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -152,6 +154,10 @@ class GenerationRecord:
     heldout_bits_per_char: float | None = None
     stop_loops: bool = False  # completions caught in a repetition loop were ended there (LoopStop)
     static_cache: bool = False  # generated with a static KV cache (its decoding step compiled on a GPU)
+    # why the completions ended: counts of "stop" (the model ended it), "length" (max_new_tokens) and "loop"
+    # (LoopStop), and each problem's, sample by sample; empty where not recorded
+    finish_reasons: dict[str, int] = field(default_factory=dict)
+    finish_reason_of: dict[str, list[str]] = field(default_factory=dict)
 
 
 def generate_into(folder: Path, problems: list[Problem], ref: ModelRef, cfg: EvaluateConfig) -> GenerationRecord:
@@ -162,12 +168,15 @@ def generate_into(folder: Path, problems: list[Problem], ref: ModelRef, cfg: Eva
         backend = HFBackend(model, tokenizer, cfg.max_new_tokens, cfg.temperature, cfg.batch_size, cfg.seed, progress,
                             stop_loops=cfg.stop_loops, static_cache=cfg.static_cache)
         prompts = [problem_prompt(p) for p in problems]
-        completions = backend.generate(prompts, cfg.samples)
-    write_generations(folder, problems, completions)
+        completions = backend.complete(prompts, cfg.samples)
+    write_generations(folder, problems, [[c.text for c in row] for row in completions])
     generate_s = round(time.perf_counter() - start, 2)
     bits = round(heldout_perplexity(model, tokenizer).bits_per_char, 4) if cfg.heldout_nll else None
+    reasons = {p.id: [c.finish_reason for c in row] for p, row in zip(problems, completions, strict=True)}
+    counts = Counter(r for row in reasons.values() for r in row)
     record = GenerationRecord(ref.uri, cfg.samples, cfg.temperature, cfg.max_new_tokens, cfg.seed, len(problems),
-                              generate_s, bits, cfg.stop_loops, cfg.static_cache)
+                              generate_s, bits, cfg.stop_loops, cfg.static_cache,
+                              {r: counts[r] for r in FINISH_REASONS}, reasons)
     atomic.write_text(folder / GENERATION_RECORD, json.dumps(asdict(record), indent=1))
     return record
 
@@ -181,6 +190,7 @@ def generate_candidates(cfg: EvaluateConfig, plan: EvaluationPlan | None = None)
     if mlflow.active_run() is not None:
         _log_config(cfg, record.model)
         mlflow.log_metrics({"evaluate.generate_s": record.generate_s}
+                           | {f"evaluate.finished_{r}": n for r, n in record.finish_reasons.items()}
                            | ({} if record.heldout_bits_per_char is None
                               else {"evaluate.heldout_bits_per_char": record.heldout_bits_per_char}))
     return record
@@ -266,7 +276,8 @@ def run_evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
     decision, note = gate_evaluation(ref, figures.overall.values, suite_id(plan.problems, cfg.samples),
                                      recorded_sampling(record), cfg.gate_view, cfg.gate, gpu)
     result = EvaluateResult(figures, rows, gpu, decision, note, reason, generate_s=round(generated - start, 2),
-                            check_s=round(checked - generated, 2), heldout_bits_per_char=_heldout_figure(record))
+                            check_s=round(checked - generated, 2), heldout_bits_per_char=_heldout_figure(record),
+                            finish_reasons=_finish_counts(record))
     write_report(plan.out, result_json(cfg, result) | {"generation": record}, figures, rows, gpu)
     if mlflow.active_run() is not None:
         _log(cfg, plan, result, ref)
@@ -276,6 +287,13 @@ def run_evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
 def _heldout_figure(record: dict[str, Any] | None) -> float | None:
     value = (record or {}).get("heldout_bits_per_char")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _finish_counts(record: dict[str, Any] | None) -> dict[str, int]:
+    counts = (record or {}).get("finish_reasons")
+    if not isinstance(counts, dict):
+        return {}
+    return {r: n for r, n in counts.items() if r in FINISH_REASONS and isinstance(n, int) and not isinstance(n, bool)}
 
 
 def result_json(cfg: EvaluateConfig, result: EvaluateResult) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.cli import main
+from kernelwright.cli import closing_line, main
 from kernelwright.errors import UsageError
 from kernelwright.evaluation import stage
 from kernelwright.evaluation.candidates import candidates_from, from_completions, select_problems
@@ -35,6 +35,9 @@ def test_generate_only_writes_candidates_and_their_sampling_and_checks_nothing(
     assert record["temperature"] == 0.7 and record["max_new_tokens"] == 4 and record["seed"] == 3
     assert record["samples"] == 2 and record["problems"] == len(problems) and record["model"] == str(tiny_model_dir)
     assert isinstance(record["heldout_bits_per_char"], float) and record["heldout_bits_per_char"] > 0
+    assert sum(record["finish_reasons"].values()) == 2 * len(problems) == sum(
+        len(r) for r in record["finish_reason_of"].values())
+    assert set(record["finish_reason_of"]) == {p.id for p in problems}
     assert not (out / "results.json").exists()  # nothing was checked
     assert recorded_sampling(read_generation_record(out / "generations")) == sampling_scope(0.7, 4)
     report = run_evaluate(EvaluateConfig(generations=str(out / "generations"), samples=2, out=str(out),
@@ -43,6 +46,8 @@ def test_generate_only_writes_candidates_and_their_sampling_and_checks_nothing(
     results = json.loads((out / "results.json").read_text())
     assert results["generation"] == record  # how they were sampled
     assert report.heldout_bits_per_char == results["heldout_bits_per_char"] == record["heldout_bits_per_char"]
+    assert report.finish_reasons == record["finish_reasons"]  # and the closing line says them
+    assert f"at the token budget {record['finish_reasons']['length']}," in closing_line(report)
 
 
 def test_a_folder_without_a_readable_record_is_external(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from kernelwright.evaluation.config import EvaluateConfig
 from kernelwright.evaluation.infill_suite import problem_prompt
 from kernelwright.evaluation.metrics import metric_key
 from kernelwright.evaluation.stage import run_evaluate
+from kernelwright.generation import Completion
 from kernelwright.infill_format import InfillTask, answer_text, infill_messages, load_infill, marker, write_infill
 from kernelwright.seed import load_seed_tasks
 from kernelwright.synthesis.infill import infill_tasks
@@ -52,12 +53,13 @@ class ScriptedBackend:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass
 
-    def generate(self, conversations: list[list[dict[str, str]]], samples: int = 1) -> list[list[str]]:
+    def complete(self, conversations: list[list[dict[str, str]]], samples: int = 1) -> list[list[Completion]]:
         ScriptedBackend.prompts = conversations
         out = []
         for conv in conversations:
             answer = next(a for partial, a in self.answers.items() if partial.strip() in conv[-1]["content"])
-            out.append([f"Here it is:\n{answer_text(answer)}", ""][:samples])
+            texts = [f"Here it is:\n{answer_text(answer)}", ""][:samples]
+            out.append([Completion(t, "stop", len(t)) for t in texts])
         return out
 
 

@@ -335,7 +335,8 @@ def _log(cfg: EvaluateConfig, plan: EvaluationPlan, result: EvaluateResult, ref:
     heldout = {} if result.heldout_bits_per_char is None else {
         "evaluate.heldout_bits_per_char": result.heldout_bits_per_char}
     mlflow.log_metrics({f"evaluate.{k}": v for k, v in result.metrics.items()}
-                       | {"evaluate.generate_s": result.generate_s, "evaluate.check_s": result.check_s} | heldout)
+                       | {"evaluate.generate_s": result.generate_s, "evaluate.check_s": result.check_s} | heldout
+                       | {f"evaluate.finished_{r}": n for r, n in result.finish_reasons.items()})
     not_applicable = result.figures.flat_not_applicable()
     mlflow.log_dict(not_applicable, NOT_APPLICABLE_FILE)
     note = not_applicable_note(not_applicable)

@@ -212,12 +212,12 @@ def _counted_outputs(link: Link, target: ClockTarget, claimed: list[Any]) -> lis
     device = "cuda" if torch.cuda.is_available() else "cpu"
     kept = []
     for i, header in entries:
-        out = load_output(header, link.outbox, device)
-        if not same_checksum(claimed[i], out):
+        out = load_output(header, link.outbox, "cpu")
+        if not same_checksum(claimed[i], out.to(device) if type(out) is torch.Tensor else out):
             raise Rejected("timing_inconsistent", f"call {i + 1} of a batch on the judge's clock returned before "
                                                   "its output was written: the output saved later differs from the "
                                                   "one summed right after the call")
-        kept.append((i, out.cpu() if type(out) is torch.Tensor else out))
+        kept.append((i, out))
     return kept
 
 

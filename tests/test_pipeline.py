@@ -28,6 +28,7 @@ def _check_store(uri: str, run_id: str) -> None:
     assert evaluated.metrics["evaluate.heldout_bits_per_char"] > 0  # what training did, where nothing compiles
     assert sum(evaluated.metrics[f"evaluate.finished_{r}"] for r in ("stop", "length", "loop")) == \
         evaluated.metrics["evaluate.samples"]  # why each completion ended
+    assert evaluated.metrics["evaluate.new_tokens_mean"] > 0  # and how much of the token budget it took
     gpu = torch.cuda.is_available()
     assert evaluated.tags["gpu_verified"] == str(gpu).lower()
     if gpu:  # recorded even when no generated kernel is correct: rates 0, never absent

@@ -158,6 +158,10 @@ class GenerationRecord:
     # (LoopStop), and each problem's, sample by sample; empty where not recorded
     finish_reasons: dict[str, int] = field(default_factory=dict)
     finish_reason_of: dict[str, list[str]] = field(default_factory=dict)
+    # tokens each completion generated (its end of sequence not counted), each problem's sample by sample, and their
+    # mean over every completion (how much of max_new_tokens the model uses); empty and None where not recorded
+    new_tokens_of: dict[str, list[int]] = field(default_factory=dict)
+    new_tokens_mean: float | None = None
 
 
 def generate_into(folder: Path, problems: list[Problem], ref: ModelRef, cfg: EvaluateConfig) -> GenerationRecord:
@@ -174,9 +178,12 @@ def generate_into(folder: Path, problems: list[Problem], ref: ModelRef, cfg: Eva
     bits = round(heldout_perplexity(model, tokenizer).bits_per_char, 4) if cfg.heldout_nll else None
     reasons = {p.id: [c.finish_reason for c in row] for p, row in zip(problems, completions, strict=True)}
     counts = Counter(r for row in reasons.values() for r in row)
+    tokens = {p.id: [c.new_tokens for c in row] for p, row in zip(problems, completions, strict=True)}
+    flat_tokens = [n for row in tokens.values() for n in row]
     record = GenerationRecord(ref.uri, cfg.samples, cfg.temperature, cfg.max_new_tokens, cfg.seed, len(problems),
                               generate_s, bits, cfg.stop_loops, cfg.static_cache,
-                              {r: counts[r] for r in FINISH_REASONS}, reasons)
+                              {r: counts[r] for r in FINISH_REASONS}, reasons, tokens,
+                              round(sum(flat_tokens) / len(flat_tokens), 1) if flat_tokens else None)
     atomic.write_text(folder / GENERATION_RECORD, json.dumps(asdict(record), indent=1))
     return record
 
@@ -189,10 +196,7 @@ def generate_candidates(cfg: EvaluateConfig, plan: EvaluationPlan | None = None)
     record = generate_into(plan.generations, plan.problems, resolve_ref(plan.model), cfg)
     if mlflow.active_run() is not None:
         _log_config(cfg, record.model)
-        mlflow.log_metrics({"evaluate.generate_s": record.generate_s}
-                           | {f"evaluate.finished_{r}": n for r, n in record.finish_reasons.items()}
-                           | ({} if record.heldout_bits_per_char is None
-                              else {"evaluate.heldout_bits_per_char": record.heldout_bits_per_char}))
+        mlflow.log_metrics({"evaluate.generate_s": record.generate_s} | generation_metrics(asdict(record)))
     return record
 
 
@@ -280,13 +284,29 @@ def run_evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
                             finish_reasons=_finish_counts(record))
     write_report(plan.out, result_json(cfg, result) | {"generation": record}, figures, rows, gpu)
     if mlflow.active_run() is not None:
-        _log(cfg, plan, result, ref)
+        _log(cfg, plan, result, ref, record)
     return result
 
 
-def _heldout_figure(record: dict[str, Any] | None) -> float | None:
-    value = (record or {}).get("heldout_bits_per_char")
+def _number(record: dict[str, Any] | None, key: str) -> float | None:
+    value = (record or {}).get(key)
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _heldout_figure(record: dict[str, Any] | None) -> float | None:
+    return _number(record, "heldout_bits_per_char")
+
+
+def generation_metrics(record: dict[str, Any] | None) -> dict[str, float]:
+    """The MLflow metrics of a generations folder's record (`generation.json`, or a GenerationRecord as a dict):
+    `evaluate.finished_<reason>` counts, `evaluate.new_tokens_mean` and `evaluate.heldout_bits_per_char`, those it
+    holds."""
+    figures: dict[str, float] = {f"evaluate.finished_{r}": n for r, n in _finish_counts(record).items()}
+    for key in ("new_tokens_mean", "heldout_bits_per_char"):
+        value = _number(record, key)
+        if value is not None:
+            figures[f"evaluate.{key}"] = value
+    return figures
 
 
 def _finish_counts(record: dict[str, Any] | None) -> dict[str, int]:
@@ -330,13 +350,12 @@ def _log_config(cfg: EvaluateConfig, model_uri: str) -> None:
     mlflow.log_params({**config_to_params(cfg, "evaluate."), "evaluate.model_uri": model_uri})
 
 
-def _log(cfg: EvaluateConfig, plan: EvaluationPlan, result: EvaluateResult, ref: ModelRef | None) -> None:
+def _log(cfg: EvaluateConfig, plan: EvaluationPlan, result: EvaluateResult, ref: ModelRef | None,
+         record: dict[str, Any] | None) -> None:
     _log_config(cfg, ref.uri if ref else "")
-    heldout = {} if result.heldout_bits_per_char is None else {
-        "evaluate.heldout_bits_per_char": result.heldout_bits_per_char}
     mlflow.log_metrics({f"evaluate.{k}": v for k, v in result.metrics.items()}
-                       | {"evaluate.generate_s": result.generate_s, "evaluate.check_s": result.check_s} | heldout
-                       | {f"evaluate.finished_{r}": n for r, n in result.finish_reasons.items()})
+                       | {"evaluate.generate_s": result.generate_s, "evaluate.check_s": result.check_s}
+                       | generation_metrics(record))
     not_applicable = result.figures.flat_not_applicable()
     mlflow.log_dict(not_applicable, NOT_APPLICABLE_FILE)
     note = not_applicable_note(not_applicable)

@@ -37,7 +37,12 @@ def test_generate_only_writes_candidates_and_their_sampling_and_checks_nothing(
     assert isinstance(record["heldout_bits_per_char"], float) and record["heldout_bits_per_char"] > 0
     assert sum(record["finish_reasons"].values()) == 2 * len(problems) == sum(
         len(r) for r in record["finish_reason_of"].values())
-    assert set(record["finish_reason_of"]) == {p.id for p in problems}
+    assert set(record["finish_reason_of"]) == set(record["new_tokens_of"]) == {p.id for p in problems}
+    tokens = [n for row in record["new_tokens_of"].values() for n in row]
+    assert len(tokens) == 2 * len(problems) and all(0 <= n <= 4 for n in tokens)
+    assert record["new_tokens_mean"] == round(sum(tokens) / len(tokens), 1)
+    length = record["finish_reasons"]["length"]  # a completion cut by the budget took all of it
+    assert sum(n == 4 for n in tokens) >= length
     assert not (out / "results.json").exists()  # nothing was checked
     assert recorded_sampling(read_generation_record(out / "generations")) == sampling_scope(0.7, 4)
     report = run_evaluate(EvaluateConfig(generations=str(out / "generations"), samples=2, out=str(out),
@@ -100,3 +105,11 @@ def test_unusable_raw_answers_are_named(tmp_path: Path, text: str, match: str) -
     (tmp_path / "completions.json").write_text(text)
     with pytest.raises(UsageError, match=match):
         from_completions(tmp_path, select_problems(None, "test"), tmp_path / "out")
+
+
+def test_generation_metrics_take_what_a_record_holds() -> None:
+    assert stage.generation_metrics(None) == {}
+    record = {"finish_reasons": {"stop": 3, "length": 1, "loop": 0, "odd": 2}, "new_tokens_mean": 512.5,
+              "heldout_bits_per_char": True}  # an unknown reason and a flag that is not a figure are left out
+    assert stage.generation_metrics(record) == {"evaluate.finished_stop": 3, "evaluate.finished_length": 1,
+                                                "evaluate.finished_loop": 0, "evaluate.new_tokens_mean": 512.5}

@@ -4,7 +4,7 @@ Layers, bottom up:
 - base: errors, atomic, digest, config, workdir, tracking, code_state, prompting, code_norm, pysource,
   jsontext, loop_limits;
 - shared: cuda (CUDA source tools), models, base_model (the pretrained base), seed, verifier, generation,
-  decontaminate, infill_format, checkpoints;
+  decontaminate, infill_format, checkpoints, model_card;
 - stages: synthesis, curation, training, evaluation, serving, rl;
 - orchestration: pipeline, cli (and later serve, retrain), which alone compose stages.
 
@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kernelwright"
 BASE = {"__init__", "errors", "atomic", "digest", "config", "workdir", "store", "tracking", "code_state", "prompting",
         "code_norm", "pysource", "jsontext", "loop_limits"}
 SHARED = {"cuda", "models", "seed", "verifier", "generation", "decontaminate", "base_model", "infill_format",
-          "checkpoints"}
+          "checkpoints", "model_card"}
 STAGES = {"curation", "training", "evaluation", "serving", "synthesis", "rl"}
 ORCHESTRATION = {"pipeline", "cli", "serve", "retrain", "mlflow_server", "job_config"}
 RANK = {**dict.fromkeys(BASE, 0), **dict.fromkeys(SHARED, 1), **dict.fromkeys(STAGES, 2),

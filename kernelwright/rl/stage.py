@@ -38,6 +38,7 @@ from kernelwright.code_state import tag_code_state
 from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
 from kernelwright.generation import end_loops_with_eos
+from kernelwright.model_card import write_model_card
 from kernelwright.models import load_base_model, load_model, load_tokenizer, resolve_ref
 from kernelwright.rl.config import RLConfig
 from kernelwright.rl.curriculum import INFILL, Curriculum, RLItem, curriculum_items, load_curriculum, rows, set_aside
@@ -166,6 +167,13 @@ def eval_batch_size(cfg: RLConfig) -> int:
     return cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps
 
 
+class CardedGRPOTrainer(GRPOTrainer):
+    """TRL's GRPOTrainer leaving kernelwright's card in its output folder, not TRL's hub draft (model_card.py)."""
+
+    def create_model_card(self, *args: Any, **kwargs: Any) -> None:
+        write_model_card(self, "rl")
+
+
 class MlflowMetrics(TrainerCallback):
     """Every number the trainer logs (TRL's loss, kl, reward, and the reward function's parts) as an MLflow metric
     of the active run at the global step."""
@@ -222,9 +230,10 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None, plan: RLPlan | None = None
         callbacks += [MlflowMetrics(), RunIdInCheckpoints(run.info.run_id)]
     reward = JudgeReward(judge, cfg.weights(), out / "candidates", correctness_only=cfg.correctness_only,
                          samples_every=cfg.samples_every)
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=grpo_args(cfg, out, bool(aside), last is not None),
-                          train_dataset=Dataset.from_list(rows(items)), processing_class=tokenizer,
-                          eval_dataset=Dataset.from_list(rows(aside)) if aside else None, callbacks=callbacks)
+    trainer = CardedGRPOTrainer(model=model, reward_funcs=reward,
+                                args=grpo_args(cfg, out, bool(aside), last is not None),
+                                train_dataset=Dataset.from_list(rows(items)), processing_class=tokenizer,
+                                eval_dataset=Dataset.from_list(rows(aside)) if aside else None, callbacks=callbacks)
     reward.is_training = lambda: bool(trainer.model.training)
     result = trainer.train(resume_from_checkpoint=last)
     evaluate_last(trainer, aside)
@@ -249,7 +258,7 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None, plan: RLPlan | None = None
                     reward_s=stats.reward_s, stopped_by_time=time_limit.stopped_at_step is not None)
 
 
-def evaluate_last(trainer: GRPOTrainer, aside: list[RLItem]) -> None:
+def evaluate_last(trainer: CardedGRPOTrainer, aside: list[RLItem]) -> None:
     """The set-aside items judged after the last step too, where nothing did (the trainer evaluates at the last of
     --steps, not where --max-minutes ended the run between two evaluations)."""
     step = trainer.state.global_step

@@ -21,6 +21,8 @@ import torch
 from trl import SFTConfig, SFTTrainer
 from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
+from kernelwright.model_card import write_model_card
+
 WEIGHT_COLUMNS = ("token_weights", "loss_mask", "sample_weight")
 
 
@@ -97,6 +99,10 @@ class CusetSFTTrainer(SFTTrainer):
     not depend on how a step's samples are split into micro-batches), read back with one device sync
     per micro-batch.
     """
+
+    def create_model_card(self, *args: Any, **kwargs: Any) -> None:
+        """kernelwright's card in the output folder, not TRL's hub draft (model_card.py)."""
+        write_model_card(self, "train")
 
     def _set_signature_columns_if_needed(self) -> None:
         super()._set_signature_columns_if_needed()

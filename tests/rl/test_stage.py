@@ -100,6 +100,8 @@ def test_a_killed_run_resumes_from_its_checkpoint_into_the_same_mlflow_run(data:
     items = curriculum_items(load_curriculum(data), more)
     assert {p for p, _ in judge.batches[0] + judge.batches[1]} <= {it.reference for it in items[4:]}
     assert result.run_id == first_run and result.registered_version == "1"
+    card = (out / "README.md").read_text()  # kernelwright's card, not TRL's hub draft
+    assert card.startswith("# kernelwright rl: rl") and f"`{first_run}`" in card and "huggingface.co" not in card
 
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(EXPERIMENT)

@@ -47,6 +47,9 @@ def test_kill_and_resume_continues_the_same_run(tmp_path: Path, tiny_model_dir: 
     assert max(steps) == 16
     assert str(last_complete_checkpoint(tmp_path / "train")).endswith("checkpoint-16")
     assert (tmp_path / "train" / "final" / "config.json").is_file()
+    card = (tmp_path / "train" / "README.md").read_text()  # kernelwright's card, not TRL's hub draft
+    assert f"`{first_id}`" in card and "last step saved when this card was written: 16" in card
+    assert "huggingface.co" not in card
 
 
 def test_partial_checkpoints_are_skipped(tmp_path: Path) -> None:

@@ -258,7 +258,7 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None, plan: RLPlan | None = None
                     reward_s=stats.reward_s, stopped_by_time=time_limit.stopped_at_step is not None)
 
 
-def evaluate_last(trainer: CardedGRPOTrainer, aside: list[RLItem]) -> None:
+def evaluate_last(trainer: GRPOTrainer, aside: list[RLItem]) -> None:
     """The set-aside items judged after the last step too, where nothing did (the trainer evaluates at the last of
     --steps, not where --max-minutes ended the run between two evaluations)."""
     step = trainer.state.global_step

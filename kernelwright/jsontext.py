@@ -22,3 +22,9 @@ def loads(text: str | bytes | bytearray) -> Any:
         return json.loads(text)
     except RecursionError:
         raise json.JSONDecodeError(f"nested more than ~{sys.getrecursionlimit()} levels deep", "", 0) from None
+
+
+def number(value: Any) -> float | None:
+    """`value` as a float where parsed JSON holds a number there; None for anything else, `true` and `false`
+    included (Python counts a bool as an int)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

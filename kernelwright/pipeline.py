@@ -23,6 +23,7 @@ from pathlib import Path
 
 import mlflow
 
+from kernelwright import jsontext
 from kernelwright.base_model.choose import check_base_model
 from kernelwright.base_model.pretrain import read_meta
 from kernelwright.config import config_to_params
@@ -142,5 +143,4 @@ def base_heldout_figure(base: Path | None) -> float | None:
     (`base-model pretrain` measures it); None for a base without one (a user's checkpoint)."""
     meta = read_meta(base) if base is not None else None
     heldout = (meta or {}).get("heldout")
-    value = heldout.get("bits_per_char") if isinstance(heldout, dict) else None
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return jsontext.number(heldout.get("bits_per_char")) if isinstance(heldout, dict) else None

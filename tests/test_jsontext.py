@@ -24,3 +24,8 @@ def test_ordinary_json_and_the_ordinary_errors() -> None:
         jsontext.loads("{not json")
     with pytest.raises(ValueError):
         jsontext.loads(b"\xff\xfe\x00")
+
+
+def test_a_number_is_a_json_number_and_never_a_bool() -> None:
+    assert jsontext.number(3) == 3.0 and isinstance(jsontext.number(3), float) and jsontext.number(0.5) == 0.5
+    assert [jsontext.number(v) for v in (True, False, "1.5", None, [1], {"a": 1})] == [None] * 6

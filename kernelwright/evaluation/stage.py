@@ -280,21 +280,13 @@ def run_evaluate(cfg: EvaluateConfig, verifier: Verifier | None = None,
     decision, note = gate_evaluation(ref, figures.overall.values, suite_id(plan.problems, cfg.samples),
                                      recorded_sampling(record), cfg.gate_view, cfg.gate, gpu)
     result = EvaluateResult(figures, rows, gpu, decision, note, reason, generate_s=round(generated - start, 2),
-                            check_s=round(checked - generated, 2), heldout_bits_per_char=_heldout_figure(record),
+                            check_s=round(checked - generated, 2),
+                            heldout_bits_per_char=jsontext.number((record or {}).get("heldout_bits_per_char")),
                             finish_reasons=_finish_counts(record))
     write_report(plan.out, result_json(cfg, result) | {"generation": record}, figures, rows, gpu)
     if mlflow.active_run() is not None:
         _log(cfg, plan, result, ref, record)
     return result
-
-
-def _number(record: dict[str, Any] | None, key: str) -> float | None:
-    value = (record or {}).get(key)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _heldout_figure(record: dict[str, Any] | None) -> float | None:
-    return _number(record, "heldout_bits_per_char")
 
 
 def generation_metrics(record: dict[str, Any] | None) -> dict[str, float]:
@@ -303,7 +295,7 @@ def generation_metrics(record: dict[str, Any] | None) -> dict[str, float]:
     holds."""
     figures: dict[str, float] = {f"evaluate.finished_{r}": n for r, n in _finish_counts(record).items()}
     for key in ("new_tokens_mean", "heldout_bits_per_char"):
-        value = _number(record, key)
+        value = jsontext.number((record or {}).get(key))
         if value is not None:
             figures[f"evaluate.{key}"] = value
     return figures

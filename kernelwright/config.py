@@ -104,6 +104,28 @@ def config_to_params(cfg: Any, prefix: str = "") -> dict[str, str]:
     return {f"{prefix}{k}": redacted(str(v)) for k, v in dataclasses.asdict(cfg).items()}
 
 
+def config_yaml(cfg: Any, command: str) -> str:
+    """The config as the `--config` file of `kernelwright <command>` that gives this config back (paths as
+    strings, tuples as lists, no URI's password), after a comment saying so."""
+    values = {k: _plain(v) for k, v in dataclasses.asdict(cfg).items()}
+    header = (f"# kernelwright {command} --config THIS_FILE runs with these settings again; flags given beside it "
+              "win\n")
+    return header + yaml.safe_dump(values, sort_keys=False, allow_unicode=True)
+
+
+def _plain(value: Any) -> Any:
+    """A config value as YAML's plain types."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, str):
+        return redacted(value)
+    return value
+
+
 def config_record(cfg: Any) -> dict[str, Any]:
     """A config dataclass as a JSON-ready mapping for reports, with no URI's password."""
     return {k: redacted(v) if isinstance(v, str) else v for k, v in dataclasses.asdict(cfg).items()}

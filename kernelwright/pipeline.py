@@ -34,7 +34,7 @@ from kernelwright.job_config import PipelineConfig, curate_config, evaluate_conf
 from kernelwright.store import Store
 from kernelwright.synthesis.config import SynthesizeConfig
 from kernelwright.synthesis.stage import run_synthesize
-from kernelwright.tracking import REGISTERED_MODEL, stage_run, tracking_session
+from kernelwright.tracking import REGISTERED_MODEL, log_config, stage_run, tracking_session
 from kernelwright.training.stage import run_train
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,7 @@ def _run(cfg: PipelineConfig, store: Store, on_stage: Callable[[str], None]) -> 
     workdir = store.workdir
     with stage_run("pipeline") as parent:
         mlflow.log_params(config_to_params(cfg, "pipeline."))
+        log_config(cfg, "pipeline")
         synthesized: tuple[Path, Path] | None = None
         curate_extra: dict[str, object] = {}
         if cfg.synth_tasks > 0:

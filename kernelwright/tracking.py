@@ -22,6 +22,7 @@ from mlflow.tracking import MlflowClient
 from sqlalchemy.exc import SQLAlchemyError
 
 from kernelwright.code_state import tag_code_state
+from kernelwright.config import config_yaml
 from kernelwright.errors import UsageError
 from kernelwright.store import Store
 from kernelwright.workdir import artifact_root, redacted, sqlite_file
@@ -31,6 +32,7 @@ REGISTERED_MODEL = "kernelwright-coder"
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # how MLflow 3's UI shows an experiment
 MODEL_TRAINING = "custom_model_development"  # that tag's value for a model-training experiment
 ML_WORKFLOW = "workflowType=machine_learning"  # the UI's GenAI / Model training switch, as a link sets it
+CONFIG_ARTIFACT_DIR = "config"  # a run's settings as its command's --config file: config/<command>.yaml
 
 log = logging.getLogger(__name__)
 STORE_LOCK_TIMEOUT_S = 300.0  # how long a command waits for another one to finish creating the same SQLite store
@@ -155,6 +157,25 @@ def stage_run(name: str, tags: dict[str, str] | None = None) -> Iterator[mlflow.
         if not nested:
             tag_code_state()
         yield run
+
+
+def config_artifact(command: str) -> str:
+    """Where a run of `kernelwright <command>` keeps its settings: config/<command>.yaml ("base-model pretrain":
+    config/base-model-pretrain.yaml)."""
+    return f"{CONFIG_ARTIFACT_DIR}/{command.replace(' ', '-')}.yaml"
+
+
+def log_config(cfg: object, command: str) -> None:
+    """Write the active run's settings as the `--config` file of `kernelwright <command>`, so that
+    `mlflow artifacts download` and `kernelwright <command> --config` run it again (the code: its `kw.code.*`
+    tags). A run resumed keeps the file it started with, as it keeps its params."""
+    run = mlflow.active_run()
+    if run is None:
+        return
+    path = config_artifact(command)
+    if any(a.path == path for a in MlflowClient().list_artifacts(run.info.run_id, CONFIG_ARTIFACT_DIR)):
+        return
+    mlflow.log_text(config_yaml(cfg, command), path)
 
 
 def log_curated_dataset(parquet: Path, context: str) -> None:

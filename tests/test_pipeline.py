@@ -10,11 +10,15 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from kernelwright.base_model.pretrain import META_FILE
+from kernelwright.config import parse_config
+from kernelwright.curation.config import CurateConfig
+from kernelwright.evaluation.config import EvaluateConfig
 from kernelwright.pipeline import PipelineConfig, base_heldout_figure, run_pipeline
-from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL
+from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL, config_artifact
+from kernelwright.training.config import TrainConfig
 
 
-def _check_store(uri: str, run_id: str) -> None:
+def _check_store(uri: str, run_id: str, download: Path) -> None:
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(EXPERIMENT)
     assert exp is not None
@@ -35,6 +39,11 @@ def _check_store(uri: str, run_id: str) -> None:
         assert {"evaluate.fast_0", "evaluate.fast_1", "evaluate.fast_p.0.5"} <= evaluated.metrics.keys()
         assert "evaluate.samples" in evaluated.metrics
     assert by_name["curate"].data.metrics["curate.samples"] > 0
+    commands = {"pipeline": PipelineConfig, "curate": CurateConfig, "train": TrainConfig, "evaluate": EvaluateConfig}
+    for one, command in [(run_id, "pipeline"), *((r.info.run_id, r.info.run_name) for r in children)]:
+        assert [a.path for a in client.list_artifacts(one, "config")] == [config_artifact(command)]
+        settings = client.download_artifacts(one, config_artifact(command), str(download / command))
+        parse_config(commands[command], ["--config", settings], "t")  # the stage's own command reads it
     version = client.get_model_version_by_alias(REGISTERED_MODEL, "candidate")
     assert version.run_id == by_name["train"].info.run_id
 
@@ -47,7 +56,7 @@ def test_pipeline_default_store(tmp_path: Path, tiny_model_dir: Path, monkeypatc
     result = run_pipeline(cfg)
     assert result.tracking_uri == f"sqlite:///{tmp_path / 'kw' / 'mlflow.db'}"
     assert result.version == "1"
-    _check_store(result.tracking_uri, result.run_id)
+    _check_store(result.tracking_uri, result.run_id, tmp_path / "settings")
     assert (tmp_path / "kw" / "curated" / "data.parquet").is_file()
     assert (tmp_path / "kw" / "evaluate" / "results.json").is_file()
 
@@ -61,7 +70,7 @@ def test_pipeline_honours_mlflow_tracking_uri(tmp_path: Path, tiny_model_dir: Pa
     result = run_pipeline(cfg)
     assert result.tracking_uri == uri
     assert not (tmp_path / "kw" / "mlflow.db").exists()
-    _check_store(uri, result.run_id)
+    _check_store(uri, result.run_id, tmp_path / "settings")
 
 
 @pytest.mark.gpu
@@ -79,7 +88,7 @@ def test_pipeline_command_on_a_cuda_host(tmp_path: Path, monkeypatch, capsys) ->
     assert exp is not None
     parent = client.search_runs([exp.experiment_id], filter_string="tags.`kernelwright.stage` = 'pipeline'")
     assert len(parent) == 1
-    _check_store(f"sqlite:///{workdir / 'mlflow.db'}", parent[0].info.run_id)
+    _check_store(f"sqlite:///{workdir / 'mlflow.db'}", parent[0].info.run_id, tmp_path / "settings")
     assert str(client.get_model_version_by_alias(REGISTERED_MODEL, "candidate").version) == "1"
     assert (workdir / "evaluate" / "per_category.png").is_file()
 

@@ -58,7 +58,7 @@ from kernelwright.base_model.tokenizer import BlockSampler, encode_corpus, train
 from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
 from kernelwright.models import load_tokenizer
-from kernelwright.tracking import stage_run
+from kernelwright.tracking import log_config, stage_run
 from kernelwright.workdir import base_model_dir, resolve_workdir
 
 log = logging.getLogger(__name__)
@@ -242,6 +242,7 @@ def _log_start(cfg: PretrainConfig, corpus: Corpus, model: PreTrainedModel, resu
                    "base.parameters": str(sum(x.numel() for x in model.parameters()))})
     params.update({f"base.corpus_chars.{k}": str(v) for k, v in corpus.by_source().items()})
     mlflow.log_params(params)
+    log_config(cfg, "base-model pretrain")
     mlflow.set_tags({"kw.resumed": str(resumed), "kw.cpu_threads": str(torch.get_num_threads())})
     mlflow.log_dict({"digest": corpus.digest, "excluded": corpus.excluded,
                      "documents": [d.key for d in corpus.documents]}, "base-model/corpus.json")

@@ -21,7 +21,7 @@ from kernelwright.curation.filters import FilterReport
 from kernelwright.curation.heatmap import weight_heatmap_html
 from kernelwright.curation.heatmap_png import weight_heatmap_png
 from kernelwright.errors import UsageError
-from kernelwright.tracking import log_curated_dataset
+from kernelwright.tracking import log_config, log_curated_dataset
 
 HEADLINE = ("masked_share", "sensitive_share", "high_share", "masked_share_of_other", "masked_share_of_sensitive",
             "regions", "samples_with_region", "region_token_share", "mean_p", "sample_weight_min",
@@ -36,6 +36,7 @@ def nothing_left(cfg: CurateConfig, out: Path, report: FilterReport,
     atomic.write_json(out / "report.json", {"filters": report.as_dict(), "stats": {}})
     if mlflow.active_run() is not None:
         mlflow.log_params(config_to_params(cfg, "curate."))
+        log_config(cfg, "curate")
         mlflow.log_table(report.table(), artifact_file="curate/filters.json")
         mlflow.log_artifact(str(out / "report.json"), artifact_path="curate")
     log_inputs(inputs)
@@ -75,6 +76,7 @@ def log_outputs(cfg: CurateConfig, out: Path, data: pl.DataFrame, report: Filter
     if mlflow.active_run() is None:
         return
     mlflow.log_params({**config_to_params(cfg, "curate."), "curate.base_model_path": str(base)})
+    log_config(cfg, "curate")
     mlflow.log_params({f"curate.figure.{k}": f"{float(stats[k]):.6g}" for k in HEADLINE if k in stats})
     mlflow.log_metrics({f"curate.{k}": float(v) for k, v in stats.items()})
     mlflow.log_metrics({f"curate.removed.{k}": float(len(v)) for k, v in report.removed.items()})

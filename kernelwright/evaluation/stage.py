@@ -64,6 +64,7 @@ from kernelwright.evaluation.report import (
 )
 from kernelwright.generation import FINISH_REASONS, HFBackend
 from kernelwright.models import ModelRef, load_model, resolve_ref
+from kernelwright.tracking import log_config
 from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.problems import Problem
 from kernelwright.verifier.ray_fanout import (
@@ -340,6 +341,7 @@ def _log_external_candidates(rows: list[Row], out: Path, generations: Path) -> N
 
 def _log_config(cfg: EvaluateConfig, model_uri: str) -> None:
     mlflow.log_params({**config_to_params(cfg, "evaluate."), "evaluate.model_uri": model_uri})
+    log_config(cfg, "evaluate")
 
 
 def _log(cfg: EvaluateConfig, plan: EvaluationPlan, result: EvaluateResult, ref: ModelRef | None,

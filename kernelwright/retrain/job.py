@@ -53,7 +53,7 @@ from kernelwright.retrain.stages import (
 from kernelwright.retrain.watermark import TAG, Watermark, compute_watermark, digest_settings
 from kernelwright.seed import seed_root
 from kernelwright.store import Store
-from kernelwright.tracking import EXPERIMENT, tracking_session
+from kernelwright.tracking import EXPERIMENT, log_config, tracking_session
 from kernelwright.verifier.ray_fanout import import_ray
 
 log = logging.getLogger(__name__)
@@ -174,6 +174,7 @@ def _retrain(cfg: RetrainConfig, workdir: Path, mark: Watermark, scope: GateScop
             log.info("resuming retrain run %s", resumed)
         else:
             mlflow.log_params(config_to_params(cfg, "retrain."))
+            log_config(cfg, "retrain")
         version = _candidate(cfg, workdir, mark, on_stage)
         on_stage("gate")
         outcome = run_gate(cfg, version, scope, verifier)

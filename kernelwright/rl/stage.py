@@ -47,7 +47,7 @@ from kernelwright.rl.judge_reward import JudgeReward
 from kernelwright.rl.judging import Judge, pick_judge, reward_mode
 from kernelwright.rl.resume import checkpoint_to_resume, out_dir, resumable_run_id
 from kernelwright.store import Store
-from kernelwright.tracking import set_alias, tracking_session
+from kernelwright.tracking import log_config, set_alias, tracking_session
 from kernelwright.workdir import resolve_workdir
 
 log = logging.getLogger(__name__)
@@ -222,6 +222,7 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None, plan: RLPlan | None = None
                          "rl.infill_items": str(len(curriculum.infill)), "rl.whole_items": str(len(curriculum.whole)),
                          "rl.heldout_dropped": str(len(curriculum.dropped)),
                          "rl.prompts_per_step": str(cfg.prompts_per_step), "rl.eval_items_in_all": str(len(aside))})
+        log_config(cfg, "rl")
         mlflow.set_tags({"kw.method": "grpo", "kw.resumed_from": str(last)})
         mlflow.log_dict({"phase1_steps": cfg.phase1_steps, "phase2_steps": cfg.steps - cfg.phase1_steps,
                          "phase1": sorted({it.id for it in items if it.phase == INFILL}),

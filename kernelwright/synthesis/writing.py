@@ -140,11 +140,14 @@ def log_synthesize_run(out: Path, cfg: SynthesizeConfig, frame: pl.DataFrame, re
     """Params, counts, the speedup plot and the pairs as a dataset input, on the active MLflow run (if any)."""
     import mlflow
 
+    from kernelwright.tracking import log_config
+
     if mlflow.active_run() is None:
         return
     mlflow.log_params({**provenance, "tasks": cfg.tasks, "families": ",".join(cfg.families) or "all",
                        "verify": "trusted_batch" if result.verified else "none", "heldout_share": cfg.heldout_share,
                        "min_speedup": cfg.min_speedup, "time_share": cfg.time_share})
+    log_config(cfg, "synthesize")
     metrics = {"train_kept": result.train_kept, "heldout_kept": result.heldout_kept, "tasks": result.tasks,
                "kept_share": (result.train_kept + result.heldout_kept) / max(result.tasks, 1)}
     metrics |= {f"reason.{k}": v for k, v in result.reasons.items()}

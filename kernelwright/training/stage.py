@@ -33,7 +33,7 @@ from kernelwright.digest import file_sha256
 from kernelwright.errors import UsageError
 from kernelwright.models import load_base_model, load_tokenizer
 from kernelwright.store import Store
-from kernelwright.tracking import log_curated_dataset, tracking_session
+from kernelwright.tracking import log_config, log_curated_dataset, tracking_session
 from kernelwright.training.config import TrainConfig
 from kernelwright.training.data import check_curated, drop_unlearnable, load_curated
 from kernelwright.training.final_model import register, save_final
@@ -101,6 +101,7 @@ def run_train(cfg: TrainConfig) -> TrainResult:
     if run is not None:
         atomic.write_text(output_dir / RUN_ID_FILE, run.info.run_id)
         mlflow.log_params(params)
+        log_config(cfg, "train")
         mlflow.set_tags({"kw.weighting": cfg.weighting, "kw.method": "lora" if cfg.lora else "full",
                          "kw.resumed_from": str(last)})  # a tag: it changes when a killed run resumes
         log_curated_dataset(data_dir / "data.parquet", context="train")
@@ -146,6 +147,7 @@ def run_ablation(cfg: TrainConfig) -> list[TrainResult]:
     if parent is not None:
         atomic.write_text(output_dir_of(cfg) / RUN_ID_FILE, parent.info.run_id)
         mlflow.log_params(config_to_params(cfg, "kw."))
+        log_config(cfg, "train")
     results = []
     for child in ablation_configs(cfg):
         if parent is None:

@@ -12,6 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from kernelwright.checkpoints import RUN_ID_FILE, TimeLimit, last_complete_checkpoint
+from kernelwright.config import parse_config
 from kernelwright.errors import UsageError
 from kernelwright.infill_format import MARKER_RE
 from kernelwright.rl.config import RLConfig
@@ -19,7 +20,7 @@ from kernelwright.rl.curriculum import curriculum_items, load_curriculum, set_as
 from kernelwright.rl.judging import JudgeItem
 from kernelwright.rl.stage import grpo_args, load_policy, rl_command, run_rl
 from kernelwright.store import Store
-from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL, tracking_session
+from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL, config_artifact, tracking_session
 from kernelwright.verifier.verdict import Verdict
 from tests.rl._data import make_data
 
@@ -110,6 +111,8 @@ def test_a_killed_run_resumes_from_its_checkpoint_into_the_same_mlflow_run(data:
     assert run.info.run_id == first_run
     assert run.data.params["reward_mode"] == "injected" and run.data.params["kw.steps"] == "3"
     assert run.data.tags["kw.resumed_with.kw.steps"] == "4"
+    settings = client.download_artifacts(first_run, config_artifact("rl"), str(tmp_path / "settings"))
+    assert parse_config(RLConfig, ["--config", settings], "t").steps == 3  # the run's first settings, kept
     assert [m.step for m in client.get_metric_history(first_run, "reward/total")] == [1, 2, 3, 4]
     for name in ("reward/format", "reward/compile", "reward/correct", "reward/speed", "reward/penalty",
                  "reason/result_caching", "reason/ok", "rl/cheat_rate", "rl/cheat_positive", "kl", "rl/reward_s"):

@@ -14,6 +14,7 @@ from kernelwright.config import parse_config
 from kernelwright.curation.config import CurateConfig
 from kernelwright.evaluation.config import EvaluateConfig
 from kernelwright.pipeline import PipelineConfig, base_heldout_figure, run_pipeline
+from kernelwright.synthesis.config import SynthesizeConfig
 from kernelwright.tracking import EXPERIMENT, REGISTERED_MODEL, config_artifact
 from kernelwright.training.config import TrainConfig
 
@@ -132,6 +133,14 @@ def test_pipeline_on_synthesized_pairs(tmp_path: Path, tiny_model_dir: Path, mon
     assert runs["curate"].data.params["curate.with_seed_split"] == "True"  # the seed training split beside them
     evaluated = sorted(p.name for p in (workdir / "synthesize-eval").glob("*.py"))
     assert len(evaluated) == 3 and {n.split("_")[0] for n in evaluated} == {"elementwise", "rownorm"}
+    # each run's settings read back by its stage's own command, the stage configs the pipeline made included
+    commands = {"synthesize": SynthesizeConfig, "curate": CurateConfig, "evaluate_compositions": EvaluateConfig}
+    read = {}
+    for name, cls in commands.items():
+        command = "evaluate" if cls is EvaluateConfig else name
+        settings = client.download_artifacts(runs[name].info.run_id, config_artifact(command), str(tmp_path / name))
+        read[name] = parse_config(cls, ["--config", settings], "t")
+    assert read["synthesize"].tasks == 200 and read["synthesize"].families == ["elementwise", "rownorm"]
 
 
 def test_heldout_slice_takes_each_family_in_turn(tmp_path: Path) -> None:

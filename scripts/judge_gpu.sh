@@ -25,6 +25,8 @@
 #    per role (verify_throughput_profiled.json, its `cpu_profile`; step `profile`, not in the default STEPS);
 # 7. inputs made on the GPU against on the host: kernelwright and kernelwright with `gpu_inputs` off, twice each
 #    (verify_throughput_gpu_inputs.json: the A/B of judge 21's draws; step `inputs`, not in the default STEPS).
+# The steps run in the order STEPS names them (`STEPS="fixtures throughput"`: the fixtures first); a name
+# that is no step ends the script before any work.
 # Env: JOBS (default 16), PYTHON, STEPS (default "throughput header wait fixtures calibration fidelity"),
 # CALIBRATION_ALONE (seed solutions verified alone, default 16), FIXTURE_RUNS (default 3).
 set -uo pipefail
@@ -39,7 +41,6 @@ mkdir -p "$OUT"
 step() {  # step NAME FILE COMMAND...: run COMMAND unless FILE exists; its log beside FILE (.log)
   local name=$1 json=$2
   shift 2
-  case " $STEPS " in *" $name "*) ;; *) return 0 ;; esac
   if [ -f "$json" ]; then
     echo "== $name: $json is there, skipped"
     return 0
@@ -52,39 +53,69 @@ step() {  # step NAME FILE COMMAND...: run COMMAND unless FILE exists; its log b
   tail -n 25 "$log"
 }
 
-step throughput "$OUT/verify_throughput.json" \
-  "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 3 \
-  --phases kernelwright,kernelbench_best_mode --json "$OUT/verify_throughput.json"
-step header "$OUT/verify_throughput_slim_header.json" \
-  "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header \
-  --phases kernelwright_slim --json "$OUT/verify_throughput_slim_header.json"
-step wait "$OUT/verify_throughput_spin_wait.json" \
-  "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 2 \
-  --phases kernelwright_spin --json "$OUT/verify_throughput_spin_wait.json"
-step gate "$OUT/verify_throughput_gpu_gate.json" \
-  "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 2 \
-  --phases kernelwright,kernelwright_gate --json "$OUT/verify_throughput_gpu_gate.json"
-step fixtures "$OUT/verify_fixtures_runs$FIXTURE_RUNS.json" \
-  "$PYTHON" bench/verify_fixtures.py --jobs "$JOBS" --runs "$FIXTURE_RUNS" --json "$OUT/verify_fixtures_runs$FIXTURE_RUNS.json"
-step calibration "$OUT/timer_bound_calibration.parallel.done" \
-  bash -c "'$PYTHON' bench/timer_bound_calibration.py --modes parallel --jobs $JOBS --repeat 2 \
-    --json '$OUT/timer_bound_calibration.json'; touch '$OUT/timer_bound_calibration.parallel.done'"
-step calibration "$OUT/timer_bound_calibration.alone.done" \
-  bash -c "'$PYTHON' bench/timer_bound_calibration.py --groups launch_bound,fixtures --modes alone --repeat 1 \
-    --keep --json '$OUT/timer_bound_calibration.json' \
-    && '$PYTHON' bench/timer_bound_calibration.py --groups seeds --modes alone --repeat 1 --limit $ALONE \
-    --keep --json '$OUT/timer_bound_calibration.json'; touch '$OUT/timer_bound_calibration.alone.done'"
-step fidelity "$OUT/timing_fidelity.json" \
-  "$PYTHON" bench/timing_fidelity.py --shapes all --budget-s 0.2 --json "$OUT/timing_fidelity.json"
-step clock "$OUT/timer_bound_calibration_seeds_parallel.json" \
-  "$PYTHON" bench/timer_bound_calibration.py --groups seeds --modes parallel --jobs "$JOBS" --repeat 1 \
-  --json "$OUT/timer_bound_calibration_seeds_parallel.json"
-step clock "$OUT/timer_bound_calibration_seeds_parallel_gpu_gate.json" \
-  "$PYTHON" bench/timer_bound_calibration.py --groups seeds --modes parallel --jobs "$JOBS" --repeat 1 --gpu-gate \
-  --json "$OUT/timer_bound_calibration_seeds_parallel_gpu_gate.json"
-step profile "$OUT/verify_throughput_profiled.json" \
-  "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header \
-  --phases kernelwright,kernelwright_profiled --json "$OUT/verify_throughput_profiled.json"
-step inputs "$OUT/verify_throughput_gpu_inputs.json" \
-  "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 2 \
-  --phases kernelwright,kernelwright_host_inputs --json "$OUT/verify_throughput_gpu_inputs.json"
+run_throughput() {
+  step throughput "$OUT/verify_throughput.json" \
+    "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 3 \
+    --phases kernelwright,kernelbench_best_mode --json "$OUT/verify_throughput.json"
+}
+run_header() {
+  step header "$OUT/verify_throughput_slim_header.json" \
+    "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header \
+    --phases kernelwright_slim --json "$OUT/verify_throughput_slim_header.json"
+}
+run_wait() {
+  step wait "$OUT/verify_throughput_spin_wait.json" \
+    "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 2 \
+    --phases kernelwright_spin --json "$OUT/verify_throughput_spin_wait.json"
+}
+run_gate() {
+  step gate "$OUT/verify_throughput_gpu_gate.json" \
+    "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 2 \
+    --phases kernelwright,kernelwright_gate --json "$OUT/verify_throughput_gpu_gate.json"
+}
+run_fixtures() {
+  step fixtures "$OUT/verify_fixtures_runs$FIXTURE_RUNS.json" \
+    "$PYTHON" bench/verify_fixtures.py --jobs "$JOBS" --runs "$FIXTURE_RUNS" \
+    --json "$OUT/verify_fixtures_runs$FIXTURE_RUNS.json"
+}
+run_calibration() {
+  step calibration "$OUT/timer_bound_calibration.parallel.done" \
+    bash -c "'$PYTHON' bench/timer_bound_calibration.py --modes parallel --jobs $JOBS --repeat 2 \
+      --json '$OUT/timer_bound_calibration.json'; touch '$OUT/timer_bound_calibration.parallel.done'"
+  step calibration "$OUT/timer_bound_calibration.alone.done" \
+    bash -c "'$PYTHON' bench/timer_bound_calibration.py --groups launch_bound,fixtures --modes alone --repeat 1 \
+      --keep --json '$OUT/timer_bound_calibration.json' \
+      && '$PYTHON' bench/timer_bound_calibration.py --groups seeds --modes alone --repeat 1 --limit $ALONE \
+      --keep --json '$OUT/timer_bound_calibration.json'; touch '$OUT/timer_bound_calibration.alone.done'"
+}
+run_fidelity() {
+  step fidelity "$OUT/timing_fidelity.json" \
+    "$PYTHON" bench/timing_fidelity.py --shapes all --budget-s 0.2 --json "$OUT/timing_fidelity.json"
+}
+run_clock() {
+  step clock "$OUT/timer_bound_calibration_seeds_parallel.json" \
+    "$PYTHON" bench/timer_bound_calibration.py --groups seeds --modes parallel --jobs "$JOBS" --repeat 1 \
+    --json "$OUT/timer_bound_calibration_seeds_parallel.json"
+  step clock "$OUT/timer_bound_calibration_seeds_parallel_gpu_gate.json" \
+    "$PYTHON" bench/timer_bound_calibration.py --groups seeds --modes parallel --jobs "$JOBS" --repeat 1 --gpu-gate \
+    --json "$OUT/timer_bound_calibration_seeds_parallel_gpu_gate.json"
+}
+run_profile() {
+  step profile "$OUT/verify_throughput_profiled.json" \
+    "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header \
+    --phases kernelwright,kernelwright_profiled --json "$OUT/verify_throughput_profiled.json"
+}
+run_inputs() {
+  step inputs "$OUT/verify_throughput_gpu_inputs.json" \
+    "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 2 \
+    --phases kernelwright,kernelwright_host_inputs --json "$OUT/verify_throughput_gpu_inputs.json"
+}
+
+KNOWN="throughput header wait gate fixtures calibration fidelity clock profile inputs"
+for name in $STEPS; do
+  case " $KNOWN " in *" $name "*) ;; *) echo "judge_gpu.sh: unknown step '$name' in STEPS; the steps are: $KNOWN" >&2
+                                       exit 2 ;; esac
+done
+for name in $STEPS; do
+  "run_$name"
+done

@@ -53,26 +53,15 @@ step() {  # step NAME FILE COMMAND...: run COMMAND unless FILE exists; its log b
   tail -n 25 "$log"
 }
 
-run_throughput() {
-  step throughput "$OUT/verify_throughput.json" \
-    "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 3 \
-    --phases kernelwright,kernelbench_best_mode --json "$OUT/verify_throughput.json"
+throughput_step() {  # throughput_step NAME FILE REPEATS PHASES: bench/verify_throughput.py on the 32 seed candidates
+  step "$1" "$OUT/$2" "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header \
+    --repeat "$3" --phases "$4" --json "$OUT/$2"
 }
-run_header() {
-  step header "$OUT/verify_throughput_slim_header.json" \
-    "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header \
-    --phases kernelwright_slim --json "$OUT/verify_throughput_slim_header.json"
-}
-run_wait() {
-  step wait "$OUT/verify_throughput_spin_wait.json" \
-    "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 2 \
-    --phases kernelwright_spin --json "$OUT/verify_throughput_spin_wait.json"
-}
-run_gate() {
-  step gate "$OUT/verify_throughput_gpu_gate.json" \
-    "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 2 \
-    --phases kernelwright,kernelwright_gate --json "$OUT/verify_throughput_gpu_gate.json"
-}
+
+run_throughput() { throughput_step throughput verify_throughput.json 3 kernelwright,kernelbench_best_mode; }
+run_header() { throughput_step header verify_throughput_slim_header.json 1 kernelwright_slim; }
+run_wait() { throughput_step wait verify_throughput_spin_wait.json 2 kernelwright_spin; }
+run_gate() { throughput_step gate verify_throughput_gpu_gate.json 2 kernelwright,kernelwright_gate; }
 run_fixtures() {
   step fixtures "$OUT/verify_fixtures_runs$FIXTURE_RUNS.json" \
     "$PYTHON" bench/verify_fixtures.py --jobs "$JOBS" --runs "$FIXTURE_RUNS" \
@@ -100,16 +89,8 @@ run_clock() {
     "$PYTHON" bench/timer_bound_calibration.py --groups seeds --modes parallel --jobs "$JOBS" --repeat 1 --gpu-gate \
     --json "$OUT/timer_bound_calibration_seeds_parallel_gpu_gate.json"
 }
-run_profile() {
-  step profile "$OUT/verify_throughput_profiled.json" \
-    "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header \
-    --phases kernelwright,kernelwright_profiled --json "$OUT/verify_throughput_profiled.json"
-}
-run_inputs() {
-  step inputs "$OUT/verify_throughput_gpu_inputs.json" \
-    "$PYTHON" bench/verify_throughput.py --candidates 32 --jobs "$JOBS" --warm-header --repeat 2 \
-    --phases kernelwright,kernelwright_host_inputs --json "$OUT/verify_throughput_gpu_inputs.json"
-}
+run_profile() { throughput_step profile verify_throughput_profiled.json 1 kernelwright,kernelwright_profiled; }
+run_inputs() { throughput_step inputs verify_throughput_gpu_inputs.json 2 kernelwright,kernelwright_host_inputs; }
 
 KNOWN="throughput header wait gate fixtures calibration fidelity clock profile inputs"
 for name in $STEPS; do

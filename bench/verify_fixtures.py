@@ -28,16 +28,16 @@ from kernelwright.verifier.verify import verify_many
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "verify"
 
 
-def cases(n_seeds: int | None, cache: str, split: bool) -> list[tuple[str, str, VerifyConfig]]:
+def cases(n_seeds: int | None, cache: str, split: bool, held: bool = False) -> list[tuple[str, str, VerifyConfig]]:
     """(name, expected reason, config): every fixture, then `n_seeds` seed solutions one per category
-    (None: all of them)."""
+    (None: all of them); `held`: with the trials' outputs held and a few read back (held_timed_outputs)."""
     expected = json.loads((FIXTURES / "expected.json").read_text())
     out = []
     for name in sorted(expected, key=lambda n: (n.startswith("honest"), n)):
         cfg = VerifyConfig(problem=str(FIXTURES / "problems" / expected[name]["problem"]),
                            candidate=str(FIXTURES / "candidates" / name), compile_baseline=False,
                            timeout_s=110.0 if name == "fault_hang.py" else 300.0, build_cache=cache,
-                           timing_budget_s=0.3, split_build=split)
+                           timing_budget_s=0.3, split_build=split, held_timed_outputs=held)
         out.append((name, expected[name]["reason"], cfg))
     tasks = load_seed_tasks()
     per_cat: dict[str, list] = {}
@@ -47,7 +47,7 @@ def cases(n_seeds: int | None, cache: str, split: bool) -> list[tuple[str, str, 
     for t in chosen:
         cfg = VerifyConfig(problem=str(t.path / "reference.py"), candidate=str(t.path / "solution.py"),
                            compile_baseline=False, timeout_s=300.0, build_cache=cache, timing_budget_s=0.3,
-                           split_build=split)
+                           split_build=split, held_timed_outputs=held)
         out.append((f"seed/{t.id}", "ok", cfg))
     return out
 
@@ -55,7 +55,7 @@ def cases(n_seeds: int | None, cache: str, split: bool) -> list[tuple[str, str, 
 def run_once(args: argparse.Namespace, label: str) -> tuple[list[dict], list[Verdict], float]:
     """One pass over every case with a fresh build cache: (rows, verdicts, wall seconds)."""
     with tempfile.TemporaryDirectory(prefix="kw_builds_") as cache:
-        todo = cases(None if args.seeds == "all" else int(args.seeds), cache, args.split_build)
+        todo = cases(None if args.seeds == "all" else int(args.seeds), cache, args.split_build, args.held)
         start = time.perf_counter()
         names = {id(c): (name, want) for name, want, c in todo}
 
@@ -94,6 +94,8 @@ def main() -> int:
     ap.add_argument("--no-split-build", dest="split_build", action="store_false",
                     help="build every candidate as written (default: the split build where it applies)")
     ap.add_argument("--runs", type=int, default=1, help="passes over the whole set, each with a fresh build cache")
+    ap.add_argument("--held-timed-outputs", dest="held", action="store_true",
+                    help="the trials' outputs held by the runner and a few read back (VerifyConfig.held_timed_outputs)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     if args.runs < 1:

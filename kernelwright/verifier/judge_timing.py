@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from kernelwright.verifier.channel import ChannelBroken, Described, field, load_output
 from kernelwright.verifier.gpu_gate import gpu_step, timing_held
 from kernelwright.verifier.gpu_wait import spinning
+from kernelwright.verifier.held_outputs import held_kept
 from kernelwright.verifier.inputs import form_failure
 from kernelwright.verifier.isolation import Rejected
 from kernelwright.verifier.kernel_clock import below_kernel_clock, kernel_clock_rejection, kernel_supported_speedup
@@ -45,8 +46,6 @@ from kernelwright.verifier.timing import (
     DRAW_SLACK,
     TIMED_MEMORY_BYTES,
     TIMING_ATTEMPTS,
-    WALL_CHECKED,
-    WALL_CHECKED_BYTES,
     WALL_FIRST_CALLS,
     WALL_MAX_CALLS,
     WALL_TARGET_MS,
@@ -57,6 +56,7 @@ from kernelwright.verifier.timing import (
     below_bound,
     bounded_speedup,
     calls_per_batch,
+    checked_indices,
     checksum,
     disturbed,
     draw_on_device,
@@ -190,13 +190,6 @@ def draw_ms(writer: OutputWriter, target: ClockTarget, seed: int, calls: int) ->
     return 1e3 * (time.perf_counter() - start) / max(calls, 1)
 
 
-def checked_indices(calls: int, output_bytes: int, rng: random.Random) -> list[int]:
-    """Which of the counted batch's calls the judge checks, chosen after every batch ran: the last
-    one and up to WALL_CHECKED - 1 others at random, within WALL_CHECKED_BYTES of outputs."""
-    n = max(1, min(WALL_CHECKED, calls, WALL_CHECKED_BYTES // max(output_bytes, 1)))
-    return [calls - 1, *sorted(rng.sample(range(calls - 1), n - 1))]
-
-
 def _counted_outputs(link: Link, target: ClockTarget, claimed: list[Any]) -> list[tuple[int, Any]]:
     """The checked outputs of the counted batch, loaded and kept on the host: each must be what the
     runner summed right after its call (else the call's work went on after it said it ended). Each is
@@ -235,23 +228,26 @@ def _no_phase(name: str) -> None:
 
 def time_candidate(link: Link, call: dict[str, Any], seed: int, keep_all: bool, target: ClockTarget,
                    bounded: bool = True, checks: list[WallCheck] | None = None,
-                   phase: Callable[[str], None] = _no_phase) -> CandidateTiming:
+                   phase: Callable[[str], None] = _no_phase, held: bool = False) -> CandidateTiming:
     """The runner's timing, attempt by attempt on new inputs while other work disturbed it or while
     it read below what the judge's clock allows (`bounded`); below it on every attempt:
     `timing_inconsistent`. Each attempt's clock checks its counted batch (given `checks`: later).
     `phase(name)` is told where each attempt is: `timing` (the runner's trials), `timing_kept` (their
-    kept outputs read back), `timing_clock` (the judge's clock)."""
+    kept outputs read back), `timing_clock` (the judge's clock). `held` (with `keep_all`): the runner
+    holds every trial's output with its sum and the judge reads back those it then chooses
+    (held_outputs.py), else every kept output is written and read back."""
+    hold = held and keep_all
     last: CandidateTiming | None = None
     last_high: CandidateTiming | None = None  # the last attempt disturbed but not below the bound
     for attempt in range(TIMING_ATTEMPTS):
         s = seed + ATTEMPT_SEEDS * attempt
         phase("timing")
-        reply = link.ask("time", **call, seed=s, keep_all=keep_all, keep_seed=s ^ 0x5EED)
+        reply = link.ask("time", **call, seed=s, keep_all=keep_all, keep_seed=s ^ 0x5EED, hold=hold)
         median = float(field(reply, "median_ms", (int, float)))
         if median < 0:
             raise ChannelBroken(f"a negative median ({median} ms)")
         phase("timing_kept")
-        kept = _kept(reply, link.outbox, keep_all)
+        kept = held_kept(link, reply, target.output_bytes) if hold else _kept(reply, link.outbox, keep_all)
         phase("timing_clock")
         wall = judge_clock(link, call, s + ATTEMPT_SEEDS // 2, target, checks)
         timing = CandidateTiming(median, wall, s, kept, False)
@@ -346,7 +342,7 @@ def _timed(link: Link, call: dict[str, Any], target: ClockTarget, keep_all: bool
     try:
         with timing_held(spec.timing_lock, spec.gpu_gate), torch.no_grad(), spinning():
             cand = time_candidate(link, call, spec.timing_seed, keep_all, target, spec.timer_bound, checks,
-                                  phase=lambda name: progress.write(phase=name))
+                                  phase=lambda name: progress.write(phase=name), held=spec.held_timed_outputs)
             if ref.figures is None:  # its own phase: what a cached reference timing saves under the lock
                 progress.write(phase="timing_reference")
             ref_ms, compiled_ms = ref.figures if ref.figures is not None else reference_figures(

@@ -87,6 +87,7 @@ class Runner:
         self.wall_like: Any = None  # the no-op candidate (OutputWriter) of a no-op batch
         self.wall_held: list[Any] = []  # the outputs of the last batch
         self.wall_kept: list[Any] = []  # the outputs of the batch the judge asked to keep
+        self.timed_held: list[tuple[int, Any]] = []  # a `time` request's outputs, held for `save_timed`
         self.threads = 0
         self.count = 0
         self.preloaded: dict[str, Any] | None = None
@@ -149,11 +150,26 @@ class Runner:
         with torch.no_grad():
             timed = median_ms(model, sets, self.timer, self.timing, flush, keep.__contains__)
         del sets, flush
-        kept = [[i, self._save(out)] for i, out in timed.kept]
-        reply = {"median_ms": timed.median_ms, "trials": timed.trials, "sets": timed.sets, "kept": kept}
+        reply: dict[str, Any] = {"median_ms": timed.median_ms, "trials": timed.trials, "sets": timed.sets}
+        if req.get("hold"):  # every output held with its sum; the judge names the ones to save afterwards
+            self.timed_held = timed.kept
+            reply |= {"held": [i for i, _ in timed.kept], "sums": [checksum(out) for _, out in timed.kept],
+                      "kept": []}
+        else:
+            reply["kept"] = [[i, self._save(out)] for i, out in timed.kept]
         del timed
         torch.cuda.empty_cache()  # the timed sets' memory goes back to the GPU for other candidates
         return reply
+
+    def save_timed(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The held outputs of the last `time` request that the judge names, saved; the rest let go."""
+        import torch
+
+        names = {int(i) for i in req["indices"]}
+        kept = [[i, self._save(out)] for i, out in self.timed_held if i in names]
+        self.timed_held = []
+        torch.cuda.empty_cache()
+        return {"kept": kept}
 
     def prepare_wall(self, req: dict[str, Any]) -> dict[str, Any]:
         self.wall_model, self.wall_shape = self._model(req), req["shape"]
@@ -280,8 +296,8 @@ def _random_indices(count: int, seed: int) -> set[int]:
     return set(rng.sample(range(count), max(1, count // 4)))
 
 
-OPS = ("load", "call", "time", "prepare_wall", "run_wall", "save_wall", "share", "finish")
-TIMED_OPS = frozenset({"time", "prepare_wall", "run_wall", "save_wall"})  # asked under the timing lock only
+OPS = ("load", "call", "time", "save_timed", "prepare_wall", "run_wall", "save_wall", "share", "finish")
+TIMED_OPS = frozenset({"time", "save_timed", "prepare_wall", "run_wall", "save_wall"})  # under the timing lock only
 
 
 def serve(runner: Runner, before_finish: Callable[[], None] | None = None) -> None:

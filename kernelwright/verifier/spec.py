@@ -55,6 +55,7 @@ class Spec:
     gpu_ledger: str | None = None  # the GPU-memory ledger this candidate was admitted by (admission.py); None: none
     ledger_token: str | None = None  # this candidate's entry in it
     gpu_inputs: bool = True  # inputs made on the GPU with CUDA's generator (inputs.draw_on_gpu), else on the host
+    held_timed_outputs: bool = False  # the trials' outputs held with their sums, a few read back (held_outputs.py)
     cpu_profile: str | None = None  # folder for the judge's and the runner's cProfile files (cpu_profile.py); None: off
 
 

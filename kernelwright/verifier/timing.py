@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -249,6 +250,14 @@ def disturbed(median: float, wall: float) -> bool:
     """The timer read far above the wall clock: other work on the GPU (another process's kernels
     share its time) ran into the timed trials. A cold L2 alone costs well under this factor."""
     return median > DISTURBED_FACTOR * wall + DISTURBED_FLOOR_MS
+
+
+def checked_indices(calls: int, output_bytes: int, rng: random.Random) -> list[int]:
+    """Which of `calls` outputs the judge reads back, chosen after every call ran (the clock's counted
+    batch; the trials whose outputs were held): the last one and up to WALL_CHECKED - 1 others at random,
+    within WALL_CHECKED_BYTES of outputs."""
+    n = max(1, min(WALL_CHECKED, calls, WALL_CHECKED_BYTES // max(output_bytes, 1)))
+    return [calls - 1, *sorted(rng.sample(range(calls - 1), n - 1))]
 
 
 def checksum(out: Any) -> float | None:

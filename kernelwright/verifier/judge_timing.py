@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from kernelwright.verifier.channel import ChannelBroken, Described, field, load_output
 from kernelwright.verifier.gpu_gate import gpu_step, timing_held
 from kernelwright.verifier.gpu_wait import spinning
-from kernelwright.verifier.held_outputs import held_kept
+from kernelwright.verifier.held_outputs import held_kept, summed_outputs
 from kernelwright.verifier.inputs import form_failure
 from kernelwright.verifier.isolation import Rejected
 from kernelwright.verifier.kernel_clock import below_kernel_clock, kernel_clock_rejection, kernel_supported_speedup
@@ -62,7 +62,6 @@ from kernelwright.verifier.timing import (
     draw_on_device,
     inconsistent,
     nbytes,
-    same_checksum,
     set_count,
 )
 from kernelwright.verifier.tolerance import TimedBound, judge_timed
@@ -192,26 +191,13 @@ def draw_ms(writer: OutputWriter, target: ClockTarget, seed: int, calls: int) ->
 
 def _counted_outputs(link: Link, target: ClockTarget, claimed: list[Any]) -> list[tuple[int, Any]]:
     """The checked outputs of the counted batch, loaded and kept on the host: each must be what the
-    runner summed right after its call (else the call's work went on after it said it ended). Each is
-    summed on the GPU, one at a time: on the host the sums' thread pools took ~1.8 CPU-s a candidate
-    under the timing lock (H100, 16 workers, cProfile), beside the runner being timed."""
-    import torch
-
+    runner summed right after its call (else the call's work went on after it said it ended)."""
     indices = checked_indices(len(claimed), target.output_bytes, random.SystemRandom())
     reply = link.ask("save_wall", keep=False, indices=indices, release=True)
-    entries = field(reply, "kept", list)
-    if [e[0] if isinstance(e, list) and len(e) == 2 else None for e in entries] != indices:
-        raise ChannelBroken(f"the outputs of calls {indices} of the counted batch, asked for, were not sent")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    kept = []
-    for i, header in entries:
-        out = load_output(header, link.outbox, "cpu")
-        if not same_checksum(claimed[i], out.to(device) if type(out) is torch.Tensor else out):
-            raise Rejected("timing_inconsistent", f"call {i + 1} of a batch on the judge's clock returned before "
-                                                  "its output was written: the output saved later differs from the "
-                                                  "one summed right after the call")
-        kept.append((i, out))
-    return kept
+    return summed_outputs(link, field(reply, "kept", list), indices, [claimed[i] for i in indices],
+                          "calls of the counted batch",
+                          lambda i: f"call {i + 1} of a batch on the judge's clock returned before its output was "
+                                    "written: the output saved later differs from the one summed right after the call")
 
 
 def check_wall(target: ClockTarget, checks: list[WallCheck]) -> None:

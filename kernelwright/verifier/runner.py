@@ -153,8 +153,7 @@ class Runner:
         reply: dict[str, Any] = {"median_ms": timed.median_ms, "trials": timed.trials, "sets": timed.sets}
         if req.get("hold"):  # every output held with its sum; the judge names the ones to save afterwards
             self.timed_held = timed.kept
-            reply |= {"held": [i for i, _ in timed.kept], "sums": [checksum(out) for _, out in timed.kept],
-                      "kept": []}
+            reply |= {"held": [i for i, _ in timed.kept], "sums": [checksum(out) for _, out in timed.kept]}
         else:
             reply["kept"] = [[i, self._save(out)] for i, out in timed.kept]
         del timed

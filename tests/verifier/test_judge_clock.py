@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from kernelwright.verifier import judge_timing, runner, timing
+from kernelwright.verifier import held_outputs, judge_timing, runner, timing
 from kernelwright.verifier.isolation import Rejected
 from kernelwright.verifier.judge_timing import ClockTarget, judge_clock, time_candidate
 from kernelwright.verifier.runner import Runner
@@ -102,6 +102,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     monkeypatch.setattr(judge_timing, "draw_on_device", lambda problem, shape, seed: [torch.full((4,), float(seed))])
     monkeypatch.setattr(judge_timing.OutputWriter, "of_form", lambda form: None)
     monkeypatch.setattr(judge_timing, "load_output", lambda header, outbox, device="cuda": header["tensor"])
+    monkeypatch.setattr(held_outputs, "load_output", lambda header, outbox, device="cuda": header["tensor"])
     monkeypatch.setattr(judge_timing, "form_failure", lambda out, ref: None)  # CPU tensors here
     monkeypatch.setattr(judge_timing, "draw_ms", lambda writer, target, seed, calls: 0.03)  # the judge's own draws
     return fake

@@ -107,7 +107,7 @@ def config_to_params(cfg: Any, prefix: str = "") -> dict[str, str]:
 def config_yaml(cfg: Any, command: str) -> str:
     """The config as the `--config` file of `kernelwright <command>` that gives this config back (paths as
     strings, tuples as lists, no URI's password), after a comment saying so."""
-    values = {k: _plain(v) for k, v in dataclasses.asdict(cfg).items()}
+    values = config_record(cfg)
     header = (f"# kernelwright {command} --config THIS_FILE runs with these settings again; flags given beside it "
               "win\n")
     return header + yaml.safe_dump(values, sort_keys=False, allow_unicode=True)
@@ -127,5 +127,6 @@ def _plain(value: Any) -> Any:
 
 
 def config_record(cfg: Any) -> dict[str, Any]:
-    """A config dataclass as a JSON-ready mapping for reports, with no URI's password."""
-    return {k: redacted(v) if isinstance(v, str) else v for k, v in dataclasses.asdict(cfg).items()}
+    """A config dataclass as a JSON- and YAML-ready mapping (paths as strings, tuples as lists), with no URI's
+    password."""
+    return {k: _plain(v) for k, v in dataclasses.asdict(cfg).items()}

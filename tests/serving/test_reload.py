@@ -31,6 +31,16 @@ def _wait_version(client: TestClient, version: str, seconds: float = 30) -> None
     raise AssertionError(f"version {version} was not served within {seconds} s")
 
 
+def _wait_answer(seen: list[tuple[int, str, str]], version: str, seconds: float = 60) -> None:
+    """Until some answer under load came from `version` (the loaders append to `seen`)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if any(body == version for _, body, _ in list(seen)):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no answer from version {version} within {seconds} s: {seen[-5:]}")
+
+
 def test_a_request_in_flight_finishes_on_the_old_version() -> None:
     old = GatedBackend(["old answer"])
     polls: list[str | None] = []
@@ -112,10 +122,10 @@ def test_the_alias_moved_under_load_swaps_versions_without_a_failed_request(regi
         workers = [threading.Thread(target=load) for _ in range(3)]
         for w in workers:
             w.start()
-        time.sleep(0.3)
+        _wait_answer(seen, "1")
         MlflowClient().set_registered_model_alias(NAME, "champion", "2")
         _wait_version(client, "2")
-        time.sleep(0.3)
+        _wait_answer(seen, "2")  # load keeps coming until the new version has answered some of it
         stop.set()
         for w in workers:
             w.join(30)

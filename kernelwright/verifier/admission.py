@@ -108,13 +108,15 @@ def _alive(pid: int) -> bool:
 
 
 class Ledger:
-    """The ledger file at `path` (its lock beside it). `memory` and `alive` are the GPU's memory
-    and whether a pid lives: NVML and the process table, stood in for by tests."""
+    """The ledger file at `path` (its lock beside it). `memory`, `alive` and `clock` are the GPU's
+    memory, whether a pid lives and the time a wait is measured by (seconds since the epoch, shared by
+    every process): NVML, the process table and `time.time`, stood in for by tests."""
 
     def __init__(self, path: Path, memory: GpuMemory | None = None, alive: Callable[[int], bool] = _alive,
-                 poll_s: float = POLL_S, patience_s: float = PATIENCE_S) -> None:
+                 poll_s: float = POLL_S, patience_s: float = PATIENCE_S,
+                 clock: Callable[[], float] = time.time) -> None:
         self.path, self.memory, self.alive, self.poll_s = path, memory or gpu_memory, alive, poll_s
-        self.patience_s = patience_s
+        self.patience_s, self.clock = patience_s, clock
 
     @contextlib.contextmanager
     def _state(self) -> Iterator[dict[str, Any]]:
@@ -147,7 +149,7 @@ class Ledger:
         with self._state() as state:
             holders: dict[str, Hold] = state["holders"]
             queue: list[Hold] = state["queue"]
-            now = time.time()
+            now = self.clock()
             if all(w.token != want.token for w in queue):
                 want.queued_at = now
                 queue.append(want)

@@ -39,6 +39,17 @@ def _ledger(tmp_path: Path, memory: tuple[int, int] | None = GPU, **kw: Any) -> 
     return Ledger(tmp_path / "ledger.json", memory=lambda: memory, poll_s=0.005, **kw)
 
 
+class Clock:
+    """The ledger's time, moved by the test alone: a patience runs out when the test says so,
+    however slowly a loaded machine runs the waiting threads."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class Holder:
     """A thread that waits for admission, holds until told to go, and records when it was admitted."""
 
@@ -116,14 +127,15 @@ def test_a_candidate_run_alone_waits_for_an_empty_gpu_and_keeps_others_out(tmp_p
 def test_a_candidate_that_fits_passes_one_that_does_not_within_its_patience(tmp_path: Path) -> None:
     """A big estimate waiting for memory does not keep a small one off the GPU, until it has waited
     its patience: then the small ones wait behind it again and it is served as the holders leave."""
-    ledger, order = _ledger(tmp_path, patience_s=1.5), list[str]()
+    clock = Clock()
+    ledger, order = _ledger(tmp_path, patience_s=1.5, clock=clock), list[str]()
     big = Holder(ledger, 20 * GIB, order, "big")
     assert big.admitted.wait(30)
     second = Holder(ledger, 15 * GIB, order, "second")  # over the capacity beside `big`: waits
     _waiting(ledger, 1)
     small = Holder(ledger, 1 * GIB, order, "small")  # fits: passes `second`, which has waited < 1.5 s
     assert small.admitted.wait(30) and not second.admitted.is_set()
-    time.sleep(1.6)  # `second` has now waited its patience
+    clock.now += 1.6  # `second` has now waited its patience
     late = Holder(ledger, 1 * GIB, order, "late")
     _waiting(ledger, 2)
     time.sleep(0.1)
@@ -138,11 +150,12 @@ def test_a_candidate_that_fits_passes_one_that_does_not_within_its_patience(tmp_
 
 def test_an_alone_waiter_lets_others_pass_until_its_patience_ends(tmp_path: Path) -> None:
     """A retry alone waits for an empty GPU; meanwhile others still start, for its patience."""
-    ledger, order = _ledger(tmp_path, patience_s=1.5), list[str]()
+    clock = Clock()
+    ledger, order = _ledger(tmp_path, patience_s=1.5, clock=clock), list[str]()
     first, lone = _one_holding_one_alone_waiting(ledger, order)
     early = Holder(ledger, 1 * GIB, order, "early")
     assert early.admitted.wait(30) and not lone.admitted.is_set()
-    time.sleep(1.6)
+    clock.now += 1.6  # `alone` has now waited its patience
     late = Holder(ledger, 1 * GIB, order, "late")
     _waiting(ledger, 2)
     first.release()

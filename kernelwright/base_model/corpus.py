@@ -194,7 +194,12 @@ def decontaminate(corpus: Corpus, index: EvalIndex, min_share: float) -> Corpus:
         else:
             kept.append(doc)
     if not kept:
-        raise UsageError(f"decontamination left no pretraining text ({len(excluded)} documents excluded)")
+        key, problems = next(iter(excluded.items()))
+        share = "an n-gram" if min_share == 0 else f"more than {min_share:g} of the n-grams"
+        hint = ("; --decontam-min-share 0.5 keeps a document unless it holds more than half of some problem's "
+                "n-grams" if min_share == 0 else "")
+        raise UsageError(f"decontamination left no pretraining text: all {len(excluded)} documents share {share} "
+                         f"of an evaluation problem (e.g. {key}: {problems}){hint}")
     return Corpus(documents=kept, digest=corpus.digest, excluded=excluded)
 
 

@@ -81,3 +81,16 @@ def test_max_chars_takes_documents_from_every_source_in_turn(code_dir: Path, tmp
 def test_a_missing_source_folder_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="--source"):
         folder_sources([tmp_path / "nope"])
+
+
+def test_a_corpus_that_decontamination_empties_names_a_document_and_the_setting(tmp_path: Path) -> None:
+    solution = load_seed_tasks()[0].solution
+    for i in range(2):  # kernels that share the seed solutions' boilerplate, as synthesized ones do
+        (tmp_path / f"kernel_{i}.py").write_text(f"# kernel {i}\n" + solution)
+    with pytest.raises(UsageError) as strict:
+        build_corpus(Selection(max_chars=0), folder_sources([tmp_path]))
+    said = str(strict.value)
+    assert "all 2 documents share an n-gram" in said and "kernel_" in said and "--decontam-min-share" in said
+    with pytest.raises(UsageError) as shared:  # a whole solution is over any share: no hint to raise it
+        build_corpus(Selection(max_chars=0, min_share=0.5), folder_sources([tmp_path]))
+    assert "more than 0.5 of the n-grams" in str(shared.value) and "--decontam-min-share" not in str(shared.value)

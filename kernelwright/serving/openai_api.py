@@ -68,10 +68,19 @@ def _unsupported(req: OpenAIRequest) -> str | None:
     return next((name for name, bad in checks.items() if bad), None)
 
 
+def _check_parts(req: ChatCompletionRequest) -> None:
+    """A 400 naming the first content part that is not text with its text (the model reads text only)."""
+    for i, message in enumerate(req.messages):
+        for j, part in enumerate(message.content if isinstance(message.content, list) else ()):
+            if part.type != "text" or part.text is None:
+                what = "a text part without its text" if part.type == "text" else f"a part of type {part.type!r}"
+                raise bad_field(f"messages[{i}].content[{j}]", f"only text content parts are served, not {what}")
+
+
 def prompt_of(req: OpenAIRequest) -> Prompt:
     """The backend's prompt: a chat's messages (a `developer` message as the `system` one chat templates know)."""
     if isinstance(req, ChatCompletionRequest):
-        return [{"role": "system" if m.role == "developer" else m.role, "content": m.content} for m in req.messages]
+        return [{"role": "system" if m.role == "developer" else m.role, "content": m.text} for m in req.messages]
     return req.prompt
 
 
@@ -79,12 +88,14 @@ def sampling_of(req: OpenAIRequest, cfg: ServeConfig) -> Sampling:
     """The request's settings after the server's limits (a 400 naming the field otherwise)."""
     if (name := _unsupported(req)) is not None:
         raise bad_field(name, f"{name} is not supported by this server")
+    if isinstance(req, ChatCompletionRequest):
+        _check_parts(req)
     if req.stream_options is not None and not req.stream:
         raise bad_field("stream_options", "stream_options is only allowed with stream: true")
     tokens = req.max_completion_tokens or req.max_tokens or cfg.default_max_new_tokens
     check_limit("max_tokens", tokens, cfg.max_new_tokens, "tokens")
     check_limit("n", req.n, cfg.max_n, "choices")
-    size = len(req.prompt) if isinstance(req, CompletionRequest) else sum(len(m.content) for m in req.messages)
+    size = len(req.prompt) if isinstance(req, CompletionRequest) else sum(len(m.text) for m in req.messages)
     check_limit("messages" if isinstance(req, ChatCompletionRequest) else "prompt", size, cfg.max_code_chars,
                 "characters")
     return Sampling(tokens, temperature_for(req.n, req.temperature, DEFAULT_TEMPERATURE), req.top_p, req.seed)

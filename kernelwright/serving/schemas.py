@@ -80,8 +80,33 @@ class GenerateResponse(msgspec.Struct):
 # --- OpenAI-compatible ------------------------------------------------------------------------
 
 class ChatMessage(msgspec.Struct):
+    """A message of an answer (and of the prompt a backend receives)."""
+
     role: Literal["system", "developer", "user", "assistant"]  # developer: OpenAI's newer name for system
     content: str
+
+
+class ContentPart(msgspec.Struct):
+    """One part of a request message's content: `{"type": "text", "text": ...}` is served; any other type
+    (an image, audio, a file) answers 400 naming the part."""
+
+    type: str
+    text: str | None = None
+
+
+class RequestMessage(msgspec.Struct):
+    """A request's message: its content a string, or a list of text parts as OpenAI's API also takes
+    (what many clients send), joined with newlines; `name` is taken and ignored, as roles are enough here."""
+
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | Annotated[list[ContentPart], Meta(min_length=1, max_length=64)]
+    name: str | None = None
+
+    @property
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(part.text or "" for part in self.content)
 
 
 class StreamOptions(msgspec.Struct, forbid_unknown_fields=True):
@@ -111,7 +136,7 @@ class _OpenAIParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class ChatCompletionRequest(_OpenAIParams, kw_only=True, forbid_unknown_fields=True):
-    messages: Annotated[list[ChatMessage], Meta(min_length=1, max_length=64)]
+    messages: Annotated[list[RequestMessage], Meta(min_length=1, max_length=64)]
     # ignored: they label the request for OpenAI's bookkeeping, or tune tools this server refuses
     metadata: dict[str, str] | None = None
     safety_identifier: str | None = None

@@ -224,3 +224,36 @@ def test_a_developer_message_reaches_the_model_as_the_system_one(client_for) -> 
             {"role": "developer", "content": "be brief"}, {"role": "user", "content": "hi"}]})
     assert r.status_code == 200, r.text
     assert backend.prompts == [[{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]]
+
+
+def test_text_content_parts_are_joined_and_a_message_name_is_taken(client_for, good_text) -> None:
+    """Many clients send a message's content as a list of text parts, as OpenAI's API allows."""
+    messages = [{"role": "developer", "content": [{"type": "text", "text": "You write CUDA."}]},
+                {"role": "user", "name": "alice",
+                 "content": [{"type": "text", "text": "Write ModelNew"}, {"type": "text", "text": "for ELU"}]}]
+    with client_for([good_text]) as (client, backend):
+        r = client.post("/v1/chat/completions", json={"model": MODEL, "compile_check": False, "messages": messages})
+    assert r.status_code == 200, r.text
+    assert backend.prompts == [[{"role": "system", "content": "You write CUDA."},
+                                {"role": "user", "content": "Write ModelNew\nfor ELU"}]]
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    ([{"type": "text", "text": "ELU"}, {"type": "image_url", "image_url": {"url": "https://x/k.png"}}],
+     "not a part of type 'image_url'"),
+    ([{"type": "text"}], "not a text part without its text"),
+])
+def test_a_content_part_that_is_not_text_answers_400_naming_it(client_for, good_text, content, said) -> None:
+    with client_for([good_text]) as (client, backend):
+        r = client.post("/v1/chat/completions", json={
+            "model": MODEL, "stream": True, "messages": [{"role": "user", "content": "hi"},
+                                                         {"role": "user", "content": content}]})
+    assert r.status_code == 400 and said in r.json()["detail"], r.text
+    assert r.json()["error"]["param"] == f"messages[1].content[{len(content) - 1}]" and backend.prompts == []
+
+
+def test_parts_count_toward_the_prompt_limit(client_for, good_text) -> None:
+    parts = [{"type": "text", "text": "x" * 600} for _ in range(2)]
+    with client_for([good_text], max_code_chars=1000) as (client, _):
+        r = client.post("/v1/chat/completions", json={"model": MODEL, "messages": [{"role": "user", "content": parts}]})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "messages", r.text

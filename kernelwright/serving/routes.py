@@ -12,7 +12,7 @@ from litestar import Request, Response, Router, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.exceptions import NotFoundException, ServiceUnavailableException
-from litestar.params import JSONBody
+from litestar.params import FromPath, JSONBody
 from litestar.response import ServerSentEvent
 
 from kernelwright.serving import openai_api, request_log
@@ -105,11 +105,19 @@ async def models(state: State, served: NamedDependency[Served]) -> ModelList:
     return ModelList([ModelCard(id=model_id(served), created=int(state.started))])
 
 
+@get("/models/{model:path}", raises=[*READ_ERRORS, NotFoundException],
+     summary="The served model, by its id (OpenAI's retrieve model)")
+async def model(state: State, served: NamedDependency[Served], model: FromPath[str]) -> ModelCard:
+    """The card of the served model when `model` names it (the ids chat requests accept); else 404."""
+    _check_model(state, served, model.removeprefix("/"))
+    return ModelCard(id=model_id(served), created=int(state.started))
+
+
 def v1_router(cfg: ServeConfig) -> Router:
     """The /v1 routes behind the rate limit (when on), the in-flight bound, the key and readiness guards."""
     limit = rate_limit_middleware(cfg)
     middleware = [*([limit] if limit else []), QueueMiddleware(), CancelOnDisconnect()]
-    return Router("/v1", route_handlers=[generate, chat_completions, completions, models],
+    return Router("/v1", route_handlers=[generate, chat_completions, completions, models, model],
                   guards=[auth_guard, ready_guard], middleware=middleware,
                   dependencies={"served": Provide(provide_served, sync_to_thread=False)}, security=SECURITY)
 

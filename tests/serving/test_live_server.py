@@ -59,8 +59,9 @@ def _wait_ready(base: str, proc: subprocess.Popen[str]) -> None:
 def test_openai_client_chat_completion_with_compile_result(server: str, good_text: str) -> None:
     client = openai.OpenAI(base_url=f"{server}/v1", api_key=KEY)
     (model,) = client.models.list().data
-    answer = client.chat.completions.create(model=model.id, messages=[{"role": "user", "content": "ELU"}],
-                                            seed=1, temperature=0.2, max_tokens=64)
+    assert client.models.retrieve(model.id).id == model.id
+    answer = client.chat.completions.create(model=model.id, seed=1, temperature=0.2, max_tokens=64,
+                                            messages=[{"role": "user", "content": [{"type": "text", "text": "ELU"}]}])
     choice = answer.choices[0]
     assert choice.message.content == good_text and choice.finish_reason == "stop"
     extra = choice.model_extra["kernelwright"]

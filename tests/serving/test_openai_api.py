@@ -92,6 +92,15 @@ def test_an_unknown_model_is_a_404_and_models_lists_the_served_one(client_for, g
     assert [m["id"] for m in listed["data"]] == [MODEL] and listed["object"] == "list"
 
 
+def test_the_served_model_is_retrieved_by_its_id_and_another_is_a_404(client_for, good_text) -> None:
+    """OpenAI's GET /v1/models/{model}, with the ids a chat request accepts (they hold slashes)."""
+    with client_for([good_text]) as (client, _):
+        card = client.get(f"/v1/models/{MODEL}")
+        other = client.get("/v1/models/gpt-4")
+    assert card.status_code == 200 and card.json()["id"] == MODEL and card.json()["object"] == "model"
+    assert other.status_code == 404 and "gpt-4" in other.json()["error"]["message"]
+
+
 @pytest.mark.parametrize(("route", "body", "field"), [
     ("/v1/chat/completions", {"frobnicate": 1}, "frobnicate"),
     ("/v1/chat/completions", {"tool_choice": "auto"}, "tool_choice"),

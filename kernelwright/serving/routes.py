@@ -107,7 +107,7 @@ async def models(state: State, served: NamedDependency[Served]) -> ModelList:
 
 @get("/models/{model:path}", raises=[*READ_ERRORS, NotFoundException],
      summary="The served model, by its id (OpenAI's retrieve model)")
-async def model(state: State, served: NamedDependency[Served], model: FromPath[str]) -> ModelCard:
+async def retrieve_model(state: State, served: NamedDependency[Served], model: FromPath[str]) -> ModelCard:
     """The card of the served model when `model` names it (the ids chat requests accept); else 404."""
     _check_model(state, served, model.removeprefix("/"))
     return ModelCard(id=model_id(served), created=int(state.started))
@@ -117,7 +117,7 @@ def v1_router(cfg: ServeConfig) -> Router:
     """The /v1 routes behind the rate limit (when on), the in-flight bound, the key and readiness guards."""
     limit = rate_limit_middleware(cfg)
     middleware = [*([limit] if limit else []), QueueMiddleware(), CancelOnDisconnect()]
-    return Router("/v1", route_handlers=[generate, chat_completions, completions, models, model],
+    return Router("/v1", route_handlers=[generate, chat_completions, completions, models, retrieve_model],
                   guards=[auth_guard, ready_guard], middleware=middleware,
                   dependencies={"served": Provide(provide_served, sync_to_thread=False)}, security=SECURITY)
 

@@ -80,7 +80,7 @@ class GenerateResponse(msgspec.Struct):
 # --- OpenAI-compatible ------------------------------------------------------------------------
 
 class ChatMessage(msgspec.Struct):
-    """A message of an answer (and of the prompt a backend receives)."""
+    """A message of an answer: its content always a string."""
 
     role: Literal["system", "developer", "user", "assistant"]  # developer: OpenAI's newer name for system
     content: str

@@ -172,7 +172,8 @@ class _Choices:
     def __init__(self, req: OpenAIRequest, backend: ServingBackend, sampling: Sampling) -> None:
         self.held: list[tuple[int, str | Completion | Exception]] = []
         self.pieces: asyncio.Queue[tuple[int, str | Completion | Exception]] = asyncio.Queue()
-        self.tasks = [asyncio.create_task(self._one(backend, prompt_of(req), sampling, i)) for i in range(req.n)]
+        prompt = prompt_of(req)
+        self.tasks = [asyncio.create_task(self._one(backend, prompt, sampling, i)) for i in range(req.n)]
 
     async def _one(self, backend: ServingBackend, prompt: Prompt, sampling: Sampling, index: int) -> None:
         try:

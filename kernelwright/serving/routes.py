@@ -48,6 +48,11 @@ def model_id(served: Served) -> str:
     return str(served.info.name)
 
 
+def _card(state: State, served: Served) -> ModelCard:
+    """The served model's card, as /v1/models lists it and /v1/models/{model} answers it."""
+    return ModelCard(id=model_id(served), created=int(state.started))
+
+
 def _check_model(state: State, served: Served, asked: str | None) -> None:
     accepted = {model_id(served), state.cfg.model, f"{model_id(served)}/{served.info.version}"}
     if asked is not None and asked not in accepted:
@@ -102,7 +107,7 @@ async def completions(request: Request[Any, Any, Any], state: State, served: Nam
 
 @get("/models", raises=READ_ERRORS, summary="The served model")
 async def models(state: State, served: NamedDependency[Served]) -> ModelList:
-    return ModelList([ModelCard(id=model_id(served), created=int(state.started))])
+    return ModelList([_card(state, served)])
 
 
 @get("/models/{model:path}", raises=[*READ_ERRORS, NotFoundException],
@@ -110,7 +115,7 @@ async def models(state: State, served: NamedDependency[Served]) -> ModelList:
 async def retrieve_model(state: State, served: NamedDependency[Served], model: FromPath[str]) -> ModelCard:
     """The card of the served model when `model` names it (the ids chat requests accept); else 404."""
     _check_model(state, served, model.removeprefix("/"))
-    return ModelCard(id=model_id(served), created=int(state.started))
+    return _card(state, served)
 
 
 def v1_router(cfg: ServeConfig) -> Router:

@@ -10,7 +10,9 @@ with the server's own defaults (one candidate, its generation budget, its compil
 and counts the answers whose first candidate compiles (`candidates[0].compile.ok`: NVRTC for the
 device code and the host check). The figure is the compile pass rate of what a client gets back; a
 request that fails (HTTP error, no candidate) counts as not compiling and is listed. No baseline:
-this is a quality figure, not a speed target.
+this is a quality figure, not a speed target. While it runs, `<json stem>.partial.json` holds the answers
+so far (rewritten after each, `complete` false), so a run cut short still leaves its counts; the final
+`--json` replaces it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import json
 import random
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -74,6 +77,22 @@ def ask(url: str, problem: Path, timeout_s: float) -> dict[str, Any]:
     return row
 
 
+def figures(rows: list[dict[str, Any]], concurrency: int, command: str, complete: bool) -> dict[str, Any]:
+    compiled = sum(r["compiles"] for r in rows)
+    return {"what": "compile pass rate of POST /v1/kernels/generate on held-out problems, server defaults",
+            "command": command, "complete": complete, "problems": len(rows), "concurrency": concurrency,
+            "compiled": compiled, "compile_rate": compiled / len(rows) if rows else 0.0,
+            "failed_requests": sum(r["status"] != 200 for r in rows), "rows": rows}
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Atomically: a reader sees the last whole file, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", default="http://127.0.0.1:8000", help="the server's base URL")
@@ -90,26 +109,25 @@ def main(argv: list[str] | None = None) -> int:
     if not wait_ready(args.url, args.ready_timeout_s):
         raise SystemExit(f"{args.url} was not ready (GET /readyz) within {args.ready_timeout_s:g} s")
     problems = sample_problems(args.problems, args.count)
-    done = 0
+    command = "python bench/serve_compile_rate.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    partial = args.json.with_name(args.json.stem + ".partial.json")
+    finished: list[dict[str, Any]] = []  # in the order they finish
+    lock = threading.Lock()
 
     def one(problem: Path) -> dict[str, Any]:
-        nonlocal done
         row = ask(args.url, problem, args.timeout_s)
-        done += 1
-        sys.stderr.write(f"[{done}/{len(problems)}] {problem.name}: compiles={row['compiles']}\n")
+        with lock:
+            finished.append(row)
+            write_json(partial, figures(finished, args.concurrency, command, complete=False))
+            sys.stderr.write(f"[{len(finished)}/{len(problems)}] {problem.name}: compiles={row['compiles']}\n")
         return row
 
     with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
         rows = list(pool.map(one, problems))  # in the sample's order, whatever order they finish in
-    compiled = sum(r["compiles"] for r in rows)
-    out = {"what": "compile pass rate of POST /v1/kernels/generate on held-out problems, server defaults",
-           "command": "python bench/serve_compile_rate.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "problems": len(rows), "concurrency": args.concurrency, "compiled": compiled,
-           "compile_rate": compiled / len(rows) if rows else 0.0,
-           "failed_requests": sum(r["status"] != 200 for r in rows), "rows": rows}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(out, indent=1))
-    sys.stdout.write(f"compile pass rate {compiled}/{len(rows)} = {out['compile_rate']:.2f}\n")
+    out = figures(rows, args.concurrency, command, complete=True)
+    write_json(args.json, out)
+    partial.unlink(missing_ok=True)
+    sys.stdout.write(f"compile pass rate {out['compiled']}/{len(rows)} = {out['compile_rate']:.2f}\n")
     return 0
 
 

@@ -68,3 +68,30 @@ def test_answers_in_the_samples_order_with_requests_side_by_side(tmp_path: Path)
     assert [r["problem"] for r in got["rows"]] == [f"p{i}.py" for i in range(6)]
     assert got["compiled"] == 3 and got["failed_requests"] == 1 and got["concurrency"] == 3  # p0, p2, p4
     assert 1 < StandIn.most <= 3
+    assert got["complete"] is True
+    assert not (tmp_path / "rate.partial.json").exists()  # the whole figure replaced the running one
+
+
+def test_a_run_cut_short_leaves_the_answers_so_far(tmp_path: Path, monkeypatch) -> None:
+    problems = tmp_path / "heldout"
+    problems.mkdir()
+    for i in range(4):
+        (problems / f"p{i}.py").write_text(f"x ={i}")
+    answers = iter([{"candidates": [{"compile": {"ok": True}}]}, {"candidates": [{"compile": {"ok": False}}]}])
+
+    def post(url: str, body: dict, timeout_s: float) -> tuple[int, dict]:
+        try:
+            return 200, next(answers)
+        except StopIteration:  # the time ran out after two answers
+            raise KeyboardInterrupt from None
+
+    monkeypatch.setattr(scr, "wait_ready", lambda url, timeout_s: True)
+    monkeypatch.setattr(scr, "post", post)
+    out = tmp_path / "rate.json"
+    try:
+        scr.main(["--problems", str(problems), "--count", "4", "--json", str(out)])
+    except KeyboardInterrupt:
+        pass
+    assert not out.exists()
+    got = json.loads((tmp_path / "rate.partial.json").read_text())
+    assert got["complete"] is False and got["problems"] == 2 and got["compiled"] == 1

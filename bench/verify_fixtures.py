@@ -28,9 +28,10 @@ from kernelwright.verifier.verify import verify_many
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "verify"
 
 
-def cases(n_seeds: int | None, cache: str, split: bool, held: bool = False) -> list[tuple[str, str, VerifyConfig]]:
+def cases(n_seeds: int | None, cache: str, split: bool, held: bool = True) -> list[tuple[str, str, VerifyConfig]]:
     """(name, expected reason, config): every fixture, then `n_seeds` seed solutions one per category
-    (None: all of them); `held`: with the trials' outputs held and a few read back (held_timed_outputs)."""
+    (None: all of them); `held`: the trials' outputs held and a few read back (held_timed_outputs, the
+    default); False: every timed output read back under the lock, as judges before version 22."""
     expected = json.loads((FIXTURES / "expected.json").read_text())
     out = []
     for name in sorted(expected, key=lambda n: (n.startswith("honest"), n)):
@@ -94,8 +95,9 @@ def main() -> int:
     ap.add_argument("--no-split-build", dest="split_build", action="store_false",
                     help="build every candidate as written (default: the split build where it applies)")
     ap.add_argument("--runs", type=int, default=1, help="passes over the whole set, each with a fresh build cache")
-    ap.add_argument("--held-timed-outputs", dest="held", action="store_true",
-                    help="the trials' outputs held by the runner and a few read back (VerifyConfig.held_timed_outputs)")
+    ap.add_argument("--no-held-timed-outputs", dest="held", action="store_false",
+                    help="every timed output read back under the timing lock (VerifyConfig.held_timed_outputs off, "
+                         "as judges before version 22); default: held by the runner and a few read back")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     if args.runs < 1:

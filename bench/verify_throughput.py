@@ -26,8 +26,9 @@ Candidates: the honest seed solutions of N distinct tasks (each against its own 
   too, so its throughput is not the plain phase's. Not in the default phases.
 - host_inputs: kernelwright with `gpu_inputs` off (every draw made on the host and copied, as judges
   before version 21 drew): not in the default phases; an A/B.
-- held: kernelwright with `held_timed_outputs` on (the runner holds the trials' outputs with their
-  sums and the judge reads back the 8 it chooses, verifier/held_outputs.py): not in the default
+- unheld: kernelwright with `held_timed_outputs` off (the runner writes every timed output and the
+  judge reads them all back under the timing lock, as judges before version 22 did; on, the default,
+  it holds them with their sums and the judge reads back the 8 it chooses): not in the default
   phases; an A/B.
 - wide: kernelwright with twice as many workers as `--jobs` (builds of one wave overlap the GPU
   phases of another): not in the default phases; KernelBench keeps one process per core.
@@ -130,7 +131,7 @@ def _warm_header() -> float:
 def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, split_build: bool,
                      cold_header: bool = False, profiler_warm_up: bool = True, slim_header: bool = True,
                      generic_bindings: bool = True, blocking_gpu_wait: bool = True, gpu_gate: bool = False,
-                     cpu_profile_dir: str | None = None, gpu_inputs: bool = True, held: bool = False) -> dict:
+                     cpu_profile_dir: str | None = None, gpu_inputs: bool = True, held: bool = True) -> dict:
     if cold_header:
         for f in header_files():
             f.unlink(missing_ok=True)
@@ -202,7 +203,7 @@ def per_hour(res: dict) -> float:
 
 PHASES = ("kernelwright", "kernelbench_best_mode", "kernelwright_serial", "kernelwright_late_profiler",
           "kernelwright_wide", "kernelwright_extension_h", "kernelwright_slim", "kernelwright_spin",
-          "kernelwright_gate", "kernelwright_profiled", "kernelwright_host_inputs", "kernelwright_held")
+          "kernelwright_gate", "kernelwright_profiled", "kernelwright_host_inputs", "kernelwright_unheld")
 
 
 def _phase(name: str, tasks: list[SeedTask], args: argparse.Namespace) -> dict:
@@ -220,8 +221,8 @@ def _phase(name: str, tasks: list[SeedTask], args: argparse.Namespace) -> dict:
         return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, gpu_gate=True)
     if name == "kernelwright_host_inputs":  # A/B of inputs made on the GPU (verifier/inputs.py draw_on_gpu)
         return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, gpu_inputs=False)
-    if name == "kernelwright_held":  # A/B of the trials' outputs held and a few read back (held_outputs.py)
-        return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, held=True)
+    if name == "kernelwright_unheld":  # A/B of every timed output read back under the lock (held_outputs.py)
+        return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, held=False)
     if name == "kernelwright_profiled":  # where the judges' and runners' CPU goes (cProfile)
         with tempfile.TemporaryDirectory(prefix="kw_prof_") as folder:
             run = run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, cpu_profile_dir=folder)

@@ -25,9 +25,10 @@
 #    per role (verify_throughput_profiled.json, its `cpu_profile`; step `profile`, not in the default STEPS);
 # 7. inputs made on the GPU against on the host: kernelwright and kernelwright with `gpu_inputs` off, twice each
 #    (verify_throughput_gpu_inputs.json: the A/B of judge 21's draws; step `inputs`, not in the default STEPS);
-# 8. the trials' outputs held by the runner and 8 read back (held_timed_outputs): kernelwright and kernelwright
-#    with it on, twice each (verify_throughput_held_outputs.json), then every fixture once with it on
-#    (verify_fixtures_held_outputs.json; step `held`, not in the default STEPS).
+# 8. the trials' outputs held by the runner and 8 read back (held_timed_outputs, on since judge 22) against every
+#    timed output read back under the lock: kernelwright and kernelwright with it off, twice each
+#    (verify_throughput_held_outputs.json), then every fixture once with it off (verify_fixtures_unheld_outputs.json;
+#    step `held`, not in the default STEPS; the `fixtures` step runs them with it on).
 # The steps run in the order STEPS names them (`STEPS="fixtures throughput"`: the fixtures first); a name
 # that is no step ends the script before any work.
 # Env: JOBS (default 16), PYTHON, STEPS (default "throughput header wait fixtures calibration fidelity"),
@@ -95,10 +96,10 @@ run_clock() {
 run_profile() { throughput_step profile verify_throughput_profiled.json 1 kernelwright,kernelwright_profiled; }
 run_inputs() { throughput_step inputs verify_throughput_gpu_inputs.json 2 kernelwright,kernelwright_host_inputs; }
 run_held() {
-  throughput_step held verify_throughput_held_outputs.json 2 kernelwright,kernelwright_held
-  step held "$OUT/verify_fixtures_held_outputs.json" \
-    "$PYTHON" bench/verify_fixtures.py --jobs "$JOBS" --runs 1 --held-timed-outputs \
-    --json "$OUT/verify_fixtures_held_outputs.json"
+  throughput_step held verify_throughput_held_outputs.json 2 kernelwright,kernelwright_unheld
+  step held "$OUT/verify_fixtures_unheld_outputs.json" \
+    "$PYTHON" bench/verify_fixtures.py --jobs "$JOBS" --runs 1 --no-held-timed-outputs \
+    --json "$OUT/verify_fixtures_unheld_outputs.json"
 }
 
 KNOWN="throughput header wait gate fixtures calibration fidelity clock profile inputs held"

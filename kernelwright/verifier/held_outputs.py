@@ -2,15 +2,16 @@
 
     kept = held_kept(link, reply, output_bytes)      # after a `time` request asked with hold=True
 
-Without it (`VerifyConfig.held_timed_outputs` off, the default), the runner writes every timed
-trial's output to the channel and the judge reads all of them back under the timing lock (up to 100
-of them). With it, and where every output fits (`keep_all`), the runner holds the trials' outputs and
-reports the sum of each (timing.checksum, taken right after the trials); the judge then chooses which
-to read back, after the trials ran, as its clock does for a counted batch (timing.checked_indices:
-the last and up to 7 others at random, within WALL_CHECKED_BYTES), and each output read back must be
-the one summed: the candidate cannot know which trials are checked, and an output changed after its
-sum was taken is `timing_inconsistent`. The outputs read back are checked against the reference
-after the lock (judge_timing.check_timed), as before.
+Without it (`VerifyConfig.held_timed_outputs` off; judges before version 22), the runner writes
+every timed trial's output to the channel and the judge reads all of them back under the timing lock
+(up to 100 of them). With it (the default), and where every output fits (`keep_all`), the runner
+holds the trials' outputs and reports the sum of each (timing.checksum, taken right after the
+trials); the judge then chooses which to read back, after the trials ran, as its clock does for a
+counted batch (timing.checked_indices: the last and up to 7 others at random, within
+WALL_CHECKED_BYTES), and each output read back must be the one summed: the candidate cannot know
+which trials are checked, and an output changed after its sum was taken is `timing_inconsistent`.
+The outputs read back are checked against the reference after the lock (judge_timing.check_timed),
+as before.
 """
 
 from __future__ import annotations

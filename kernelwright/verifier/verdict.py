@@ -66,7 +66,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "21"  # 21: inputs are made on the GPU with CUDA's generator (other numbers than the
+JUDGE_VERSION = "22"  # 22: the runner holds the timed trials' outputs with their sums and the judge
+# reads back the 8 it chooses (held_timed_outputs on): fewer outputs written and read under the lock;
+# 21: inputs are made on the GPU with CUDA's generator (other numbers than the
 # host's: every draw changes), not on the host and copied;
 # 20: each round of the judge's clock takes its cost per call (no-op batch, the
 # judge's own draws) beside its batch, so other processes' time slices weigh on both alike;

@@ -28,17 +28,19 @@ from kernelwright.verifier.verify import verify_many
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "verify"
 
 
-def cases(n_seeds: int | None, cache: str, split: bool, held: bool = True) -> list[tuple[str, str, VerifyConfig]]:
+def cases(n_seeds: int | None, cache: str, split: bool, held: bool = True,
+          early: bool = False) -> list[tuple[str, str, VerifyConfig]]:
     """(name, expected reason, config): every fixture, then `n_seeds` seed solutions one per category
     (None: all of them); `held`: the trials' outputs held and a few read back (held_timed_outputs, the
-    default); False: every timed output read back under the lock, as judges before version 22."""
+    default); False: every timed output read back under the lock, as judges before version 22; `early`: the
+    clock's rounds ended once the timer reads within its bound (early_stop_clock)."""
     expected = json.loads((FIXTURES / "expected.json").read_text())
     out = []
     for name in sorted(expected, key=lambda n: (n.startswith("honest"), n)):
         cfg = VerifyConfig(problem=str(FIXTURES / "problems" / expected[name]["problem"]),
                            candidate=str(FIXTURES / "candidates" / name), compile_baseline=False,
                            timeout_s=110.0 if name == "fault_hang.py" else 300.0, build_cache=cache,
-                           timing_budget_s=0.3, split_build=split, held_timed_outputs=held)
+                           timing_budget_s=0.3, split_build=split, held_timed_outputs=held, early_stop_clock=early)
         out.append((name, expected[name]["reason"], cfg))
     tasks = load_seed_tasks()
     per_cat: dict[str, list] = {}
@@ -48,7 +50,7 @@ def cases(n_seeds: int | None, cache: str, split: bool, held: bool = True) -> li
     for t in chosen:
         cfg = VerifyConfig(problem=str(t.path / "reference.py"), candidate=str(t.path / "solution.py"),
                            compile_baseline=False, timeout_s=300.0, build_cache=cache, timing_budget_s=0.3,
-                           split_build=split, held_timed_outputs=held)
+                           split_build=split, held_timed_outputs=held, early_stop_clock=early)
         out.append((f"seed/{t.id}", "ok", cfg))
     return out
 
@@ -56,7 +58,8 @@ def cases(n_seeds: int | None, cache: str, split: bool, held: bool = True) -> li
 def run_once(args: argparse.Namespace, label: str) -> tuple[list[dict], list[Verdict], float]:
     """One pass over every case with a fresh build cache: (rows, verdicts, wall seconds)."""
     with tempfile.TemporaryDirectory(prefix="kw_builds_") as cache:
-        todo = cases(None if args.seeds == "all" else int(args.seeds), cache, args.split_build, args.held)
+        todo = cases(None if args.seeds == "all" else int(args.seeds), cache, args.split_build, args.held,
+                     args.early)
         start = time.perf_counter()
         names = {id(c): (name, want) for name, want, c in todo}
 
@@ -98,6 +101,9 @@ def main() -> int:
     ap.add_argument("--no-held-timed-outputs", dest="held", action="store_false",
                     help="every timed output read back under the timing lock (VerifyConfig.held_timed_outputs off, "
                          "as judges before version 22); default: held by the runner and a few read back")
+    ap.add_argument("--early-stop-clock", dest="early", action="store_true",
+                    help="the judge's clock ends its rounds once the timer reads within its bound "
+                         "(VerifyConfig.early_stop_clock)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     if args.runs < 1:

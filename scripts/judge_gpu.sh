@@ -28,7 +28,10 @@
 # 8. the trials' outputs held by the runner and 8 read back (held_timed_outputs, on since judge 22) against every
 #    timed output read back under the lock: kernelwright and kernelwright with it off, twice each
 #    (verify_throughput_held_outputs.json), then every fixture once with it off (verify_fixtures_unheld_outputs.json;
-#    step `held`, not in the default STEPS; the `fixtures` step runs them with it on).
+#    step `held`, not in the default STEPS; the `fixtures` step runs them with it on);
+# 9. the judge's clock ending its rounds once the timer reads within its bound (early_stop_clock): kernelwright
+#    and kernelwright with it on, twice each (verify_throughput_early_clock.json), then every fixture once with it
+#    on (verify_fixtures_early_clock.json; step `early`, not in the default STEPS).
 # The steps run in the order STEPS names them (`STEPS="fixtures throughput"`: the fixtures first); a name
 # that is no step ends the script before any work.
 # Env: JOBS (default 16), PYTHON, STEPS (default "throughput header wait fixtures calibration fidelity"),
@@ -102,7 +105,14 @@ run_held() {
     --json "$OUT/verify_fixtures_unheld_outputs.json"
 }
 
-KNOWN="throughput header wait gate fixtures calibration fidelity clock profile inputs held"
+run_early() {
+  throughput_step early verify_throughput_early_clock.json 2 kernelwright,kernelwright_early
+  step early "$OUT/verify_fixtures_early_clock.json" \
+    "$PYTHON" bench/verify_fixtures.py --jobs "$JOBS" --runs 1 --early-stop-clock \
+    --json "$OUT/verify_fixtures_early_clock.json"
+}
+
+KNOWN="throughput header wait gate fixtures calibration fidelity clock profile inputs held early"
 for name in $STEPS; do
   case " $KNOWN " in *" $name "*) ;; *) echo "judge_gpu.sh: unknown step '$name' in STEPS; the steps are: $KNOWN" >&2
                                        exit 2 ;; esac

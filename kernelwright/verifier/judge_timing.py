@@ -120,7 +120,8 @@ class CandidateTiming:
 
 
 def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget,
-                checks: list[WallCheck] | None = None) -> WallEstimate:
+                checks: list[WallCheck] | None = None,
+                enough: Callable[[WallEstimate], bool] | None = None) -> WallEstimate:
     """One call's time on the judge's clock: batches of calls in the runner, each call's inputs drawn
     just before it and its output summed on the host before the next (so each call ends when its
     output is written), grown until a batch lasts WALL_TARGET_MS. Then CLOCK_BATCHES rounds, each a
@@ -132,7 +133,8 @@ def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget
     (time slices every call's host read-back waits for) weighs on both alike; the lowest estimate
     counts. Outputs of its batch, chosen after every batch ran, are checked: each against the sum
     the runner reported for it, and against the reference here or, given `checks`, later (check_wall:
-    after the timing lock, which the reference's forwards then do not hold)."""
+    after the timing lock, which the reference's forwards then do not hold). `enough(best)` true after
+    a round ends the rounds there (early_stop_clock)."""
     link.ask("prepare_wall", **call, like=target.like)
     bases = itertools.count(seed, WALL_MAX_CALLS)
 
@@ -168,6 +170,8 @@ def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget
         if faster:
             best, best_base, claimed = estimate, base, sums
         link.ask("save_wall", keep=faster, indices=[], release=False)
+        if enough is not None and enough(best):
+            break
     counted = WallCheck(best_base, _counted_outputs(link, target, claimed))
     if checks is None:
         check_wall(target, [counted])
@@ -214,14 +218,17 @@ def _no_phase(name: str) -> None:
 
 def time_candidate(link: Link, call: dict[str, Any], seed: int, keep_all: bool, target: ClockTarget,
                    bounded: bool = True, checks: list[WallCheck] | None = None,
-                   phase: Callable[[str], None] = _no_phase, held: bool = False) -> CandidateTiming:
+                   phase: Callable[[str], None] = _no_phase, held: bool = False,
+                   early: bool = False) -> CandidateTiming:
     """The runner's timing, attempt by attempt on new inputs while other work disturbed it or while
     it read below what the judge's clock allows (`bounded`); below it on every attempt:
     `timing_inconsistent`. Each attempt's clock checks its counted batch (given `checks`: later).
     `phase(name)` is told where each attempt is: `timing` (the runner's trials), `timing_kept` (their
     kept outputs read back), `timing_clock` (the judge's clock). `held` (with `keep_all`): the runner
     holds every trial's output with its sum and the judge reads back those it then chooses
-    (held_outputs.py), else every kept output is written and read back."""
+    (held_outputs.py), else every kept output is written and read back. `early` (with `bounded`): the
+    clock's rounds end at the first after which the timer reads neither below its bound nor disturbed
+    (early_stop_clock): later rounds could only lower the estimate, which rejects and caps nothing more."""
     hold = held and keep_all
     last: CandidateTiming | None = None
     last_high: CandidateTiming | None = None  # the last attempt disturbed but not below the bound
@@ -235,7 +242,8 @@ def time_candidate(link: Link, call: dict[str, Any], seed: int, keep_all: bool, 
         phase("timing_kept")
         kept = held_kept(link, reply, target.output_bytes) if hold else _kept(reply, link.outbox, keep_all)
         phase("timing_clock")
-        wall = judge_clock(link, call, s + ATTEMPT_SEEDS // 2, target, checks)
+        wall = judge_clock(link, call, s + ATTEMPT_SEEDS // 2, target, checks, early_stop_clock(median)
+                           if early and bounded else None)
         timing = CandidateTiming(median, wall, s, kept, False)
         low = bounded and below_bound(median, wall.per_call_ms)
         if not low and not disturbed(median, wall.per_call_ms):
@@ -247,6 +255,18 @@ def time_candidate(link: Link, call: dict[str, Any], seed: int, keep_all: bool, 
         raise inconsistent(last.median_ms, last.wall_ms)
     last_high.disturbed = True
     return last_high
+
+
+def early_stop_clock(median: float) -> Callable[[WallEstimate], bool]:
+    """When the judge's clock may end its rounds, for a timer that read `median` ms: once its lowest
+    estimate neither puts the timer below the bound nor calls it disturbed. The rounds' lowest counts,
+    so a later round could only lower the estimate: a timer within the bound stays within it, and its
+    speedup, never above what the estimate supports (timing.supported_ms: at most the median there),
+    stays its own. What a later round could still change is a retime for disturbance (a timer more
+    than DISTURBED_FACTOR above a lower estimate), which then does not happen, and the estimate the
+    verdict reports (`wall_runtime_ms`), which is the higher of the two. A clock of a timer below the
+    bound runs every round, as does every clock of a calibration (the bound off)."""
+    return lambda wall: not below_bound(median, wall.per_call_ms) and not disturbed(median, wall.per_call_ms)
 
 
 def _kept(reply: dict[str, Any], outbox: Path, keep_all: bool) -> list[tuple[int, Any]]:
@@ -328,7 +348,8 @@ def _timed(link: Link, call: dict[str, Any], target: ClockTarget, keep_all: bool
     try:
         with timing_held(spec.timing_lock, spec.gpu_gate), torch.no_grad(), spinning():
             cand = time_candidate(link, call, spec.timing_seed, keep_all, target, spec.timer_bound, checks,
-                                  phase=lambda name: progress.write(phase=name), held=spec.held_timed_outputs)
+                                  phase=lambda name: progress.write(phase=name), held=spec.held_timed_outputs,
+                                  early=spec.early_stop_clock)
             if ref.figures is None:  # its own phase: what a cached reference timing saves under the lock
                 progress.write(phase="timing_reference")
             ref_ms, compiled_ms = ref.figures if ref.figures is not None else reference_figures(

@@ -275,6 +275,7 @@ def make_spec(cfg: VerifyConfig, lock: str | None = None, pch_lock: str | None =
                 profiler_warm_up=cfg.profiler_warm_up, min_custom_share=cfg.min_custom_share,
                 timer_bound=cfg.timer_bound, gpu_ledger=host_gpu_ledger(), cpu_profile=_profile_folder(cfg),
                 gpu_inputs=cfg.gpu_inputs, held_timed_outputs=cfg.held_timed_outputs,
+                early_stop_clock=cfg.early_stop_clock,
                 timing_seed=10_000 + secrets.randbelow(2**30),  # the candidate cannot know its timed inputs
                 runner_user=list(dedicated_user(user)) if (user := runner_user()) is not None else None)
 

@@ -193,6 +193,50 @@ def test_a_timer_below_the_clock_once_is_timed_again(clock: FakeClock) -> None:
     assert time_candidate(_link(unbounded), {}, 7000, False, _target(), bounded=False).median_ms == 0.001
 
 
+def test_an_early_stopped_clock_ends_after_the_first_round_that_settles_the_timer(clock: FakeClock) -> None:
+    """early_stop_clock: a timer within its bound after one round needs no more rounds (a lower estimate
+    could reject or cap nothing more); its figures are those of the full clock, within the rounds' noise."""
+    full = FakeRunner(clock, call_ms=0.3, timer_ms=[0.31])
+    whole = time_candidate(_link(full), {}, 7000, False, _target())
+    early = FakeRunner(clock, call_ms=0.3, timer_ms=[0.31])
+    got = time_candidate(_link(early), {}, 7000, False, _target(), early=True)
+    assert full.batches[-timing.CLOCK_BATCHES:] == [whole.wall.calls] * timing.CLOCK_BATCHES  # every round
+    assert early.batches == full.batches[:len(full.batches) - (timing.CLOCK_BATCHES - 1)]  # the first round only
+    assert got.median_ms == whole.median_ms == 0.31 and not got.disturbed
+    assert got.wall_ms == pytest.approx(whole.wall_ms, rel=1e-3)
+    assert early.asked.count("save_wall") == full.asked.count("save_wall") - (timing.CLOCK_BATCHES - 1)
+
+
+def test_an_early_stopped_clock_runs_every_round_where_the_first_is_not_enough(clock: FakeClock) -> None:
+    """A first round contended throughout reads the honest 0.3 ms kernel at 10 ms: its timer below the
+    bound there, the rounds go on and the lowest estimate clears it; a patched timer gets every round of
+    every attempt before `timing_inconsistent`; a calibration (bound off) never ends its clock early."""
+    contended = FakeRunner(clock, call_ms=0.3, timer_ms=[0.31], contention_ms=[10.0, 0.0, 0.0])
+    got = time_candidate(_link(contended), {}, 7000, False, _target(), early=True)
+    assert got.median_ms == 0.31 and got.wall_ms == pytest.approx(0.3, rel=1e-3)
+    assert contended.asked.count("time") == 1 and contended.round >= 2
+    patched = FakeRunner(clock, call_ms=0.3857, timer_ms=[0.001] * timing.TIMING_ATTEMPTS)
+    with pytest.raises(Rejected) as err:
+        time_candidate(_link(patched), {}, 7000, False, _target(), early=True)
+    full = FakeRunner(clock, call_ms=0.3857, timer_ms=[0.001] * timing.TIMING_ATTEMPTS)
+    with pytest.raises(Rejected):
+        time_candidate(_link(full), {}, 7000, False, _target())
+    assert err.value.reason == "timing_inconsistent" and patched.batches == full.batches
+    unbounded = FakeRunner(clock, call_ms=0.3, timer_ms=[0.31])
+    reference = FakeRunner(clock, call_ms=0.3, timer_ms=[0.31])
+    time_candidate(_link(unbounded), {}, 7000, False, _target(), bounded=False, early=True)
+    time_candidate(_link(reference), {}, 7000, False, _target(), bounded=False)
+    assert unbounded.batches == reference.batches
+
+
+def test_the_early_stop_rule_is_the_bound_and_the_disturbance_rule() -> None:
+    settled = judge_timing.early_stop_clock(0.31)
+    assert settled(judge_timing.WallEstimate(0.3))
+    assert settled(judge_timing.WallEstimate(0.9))  # the bound: 2.25 x 0.31 + 0.25 = 0.95
+    assert not settled(judge_timing.WallEstimate(1.0))  # the timer below what this estimate allows
+    assert not settled(judge_timing.WallEstimate(0.05))  # the timer above 4x this estimate + 0.05 ms: disturbed
+
+
 def test_the_checked_calls_are_the_last_and_others_within_the_byte_budget() -> None:
     import random
 

@@ -14,6 +14,7 @@ from kernelwright.workdir import TRACKING_URI_HELP, redacted
 DEFAULT_MODEL = "models:/kernelwright-coder@champion"
 KEYS_ENV = "KERNELWRIGHT_API_KEYS"
 BATCHING = ("auto", "continuous", "sequential")
+REPAIRS = ("auto", "resample", "feedback")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -114,6 +115,17 @@ class ServeConfig:
     default_max_new_tokens: int = field(default=2048, metadata={
         "help": "New tokens per completion when a request does not say: 2048 holds 97%% of the synthesized and 99%% "
                 "of the seed solutions in the `small` base's tokens (1024 cut 60%% of them)."})
+    repair: str = field(default="auto", metadata={
+        "help": "How a kernel candidate whose compile failed is made again (a request's repair_attempts times): "
+                "resample, from the same prompt, sampled (at the request's temperature, or resample_temperature "
+                "where it asked for greedy); feedback, from a prompt holding its code and the compiler's log; auto, "
+                "feedback with --backend openai (a model behind another engine may read a log) and resample with "
+                "kernelwright's own models, which never trained on one (served on an H100, none of 10 failed "
+                "answers of a champion compiled after a feedback repair). A request's `repair` overrides it."})
+    resample_temperature: float = field(default=0.2, metadata={
+        "help": "Temperature of a resampled candidate where the request asked for greedy (0), which would only "
+                "repeat the failed answer: 0.2, the temperature kernelwright's evaluations measure compile rates "
+                "at (0 < t <= 2)."})
     max_code_chars: int = field(default=100_000, metadata={
         "help": "Longest reference_code, instruction, prompt or message text, in characters."})
     compile_workers: int = field(default=2, metadata={"help": "Compiles run at once for one request (1 or more)."})
@@ -180,6 +192,10 @@ class ServeConfig:
             raise ValueError("max_queue must be 0 (no limit) or more, compile_workers 1 or more")
         if self.compile_host_frontend not in HOST_FRONTENDS:
             raise ValueError(f"compile_host_frontend must be auto, libclang or gcc, not {self.compile_host_frontend!r}")
+        if self.repair not in REPAIRS:
+            raise ValueError(f"repair must be auto, resample or feedback, not {self.repair!r}")
+        if not 0.0 < self.resample_temperature <= 2.0:
+            raise ValueError(f"resample_temperature must be above 0 and at most 2, not {self.resample_temperature}")
         if self.batching not in BATCHING:
             raise ValueError(f"batching must be auto, continuous or sequential, not {self.batching!r}")
         if min(self.cb_num_blocks, self.cb_max_batch_tokens, self.cb_max_requests_per_batch) < 0:

@@ -1,16 +1,19 @@
 """`POST /v1/kernels/generate`: generate candidates, compile-check them, repair, order them.
 
-A candidate whose compile failed, while repair attempts are left, is generated once more from a
-prompt holding its code and the compiler log. Candidates that compiled come first; none is marked
-ok that the compile check did not pass. Several candidates are sampled: a body that leaves
-`temperature` out gets `SAMPLED_TEMPERATURE` for n > 1 (0, greedy, for one), and one that asks for
-n > 1 at temperature 0, whose candidates could only repeat each other, answers 400.
+A candidate whose compile failed, while repair attempts are left, is made once more: `resample`
+draws it again from the same prompt (sampled: a greedy request's resample at the server's
+`resample_temperature`, each attempt its own seed where the request gave one), `feedback` generates
+it from a prompt holding its code and the compiler log (`repair_mode`). Candidates that compiled
+come first; none is marked ok that the compile check did not pass. Several candidates are sampled: a
+body that leaves `temperature` out gets `SAMPLED_TEMPERATURE` for n > 1 (0, greedy, for one), and
+one that asks for n > 1 at temperature 0, whose candidates could only repeat each other, answers
+400.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kernelwright.prompting import SYSTEM_PROMPT, extract_code, prompt_messages
 from kernelwright.serving import compiling, metrics
@@ -67,6 +70,22 @@ def first_messages(kind: str, text: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": text.strip()}]
 
 
+def repair_mode(asked: str | None, cfg: ServeConfig) -> str:
+    """`resample` or `feedback`: the request's, else the server's, `auto` resolved by the backend."""
+    mode = asked or cfg.repair
+    if mode == "auto":
+        return "feedback" if cfg.backend == "openai" else "resample"
+    return mode
+
+
+def resampling(sampling: Sampling, attempt: int, cfg: ServeConfig) -> Sampling:
+    """The sampling of repair attempt `attempt` (1, 2, ...) by resampling: another draw, never greedy (which
+    would repeat the failed answer), its seed moved on where the request gave one."""
+    temperature = sampling.temperature if sampling.temperature > 0 else cfg.resample_temperature
+    seed = None if sampling.seed is None else (sampling.seed + attempt) % 2**63
+    return replace(sampling, temperature=temperature, seed=seed)
+
+
 def failure_log(info: CompileInfo) -> str:
     stage = info.device if info.device.status == "failed" else info.host
     return stage.log[-LOG_CHARS:]
@@ -116,12 +135,15 @@ async def _check(texts: list[str], cfg: ServeConfig, work: _Work) -> list[tuple[
 
 
 async def _repair(backend: ServingBackend, base: list[dict[str, str]], sampling: Sampling, cfg: ServeConfig,
-                  work: _Work) -> bool:
-    """Regenerate every failed candidate once; False when none had failed."""
+                  work: _Work, mode: str, attempt: int) -> bool:
+    """Make every failed candidate once more (`mode`: resample or feedback); False when none had failed."""
     failed = [i for i, info in enumerate(work.infos) if _failed(info)]
     if not failed:
         return False
-    prompts = [repair_messages(base, work.texts[i], work.infos[i]) for i in failed]  # type: ignore[arg-type]
+    if mode == "feedback":
+        prompts = [repair_messages(base, work.texts[i], work.infos[i]) for i in failed]  # type: ignore[arg-type]
+    else:
+        prompts, sampling = [base] * len(failed), resampling(sampling, attempt, cfg)
     fresh = await _generate(backend, prompts, sampling, work)
     checked = await _check([c.text for c in fresh], cfg, work)
     metrics.REPAIRS.inc(len(failed))
@@ -148,8 +170,9 @@ async def generate_kernels(req: GenerateRequest, backend: ServingBackend, cfg: S
     if req.compile_check:
         checked = await _check(work.texts, cfg, work)
         work.infos, work.sources = [i for i, _ in checked], [s for _, s in checked]
-        for _ in range(req.repair_attempts):
-            if not await _repair(backend, base, sampling, cfg, work):
+        mode = repair_mode(req.repair, cfg)
+        for attempt in range(1, req.repair_attempts + 1):
+            if not await _repair(backend, base, sampling, cfg, work, mode, attempt):
                 break
     else:
         work.infos = [None] * req.n

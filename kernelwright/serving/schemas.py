@@ -55,6 +55,7 @@ class GenerateRequest(msgspec.Struct, forbid_unknown_fields=True):
     seed: Seed | None = None
     compile_check: bool = True
     repair_attempts: Annotated[int, Meta(ge=0, le=3)] = 1
+    repair: Literal["resample", "feedback"] | None = None  # None: the server's (ServeConfig.repair)
     verify: bool = False
 
 
@@ -62,7 +63,7 @@ class Candidate(msgspec.Struct):
     code: str
     cuda_sources: list[str]
     compile: CompileInfo | None
-    repairs: int = 0  # how many times this candidate was regenerated with a compiler log
+    repairs: int = 0  # times this candidate was made again after a failed compile (resampled, or from its log)
 
 
 class Timings(msgspec.Struct):

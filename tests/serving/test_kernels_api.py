@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kernelwright.serving import compiling
+from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.kernels import SAMPLED_TEMPERATURE
 
 
@@ -33,12 +34,42 @@ def test_a_seed_solution_is_compile_checked(client_for, good_text, seed_referenc
 @pytest.mark.usefixtures("fake_compile")
 def test_a_broken_kernel_is_repaired_with_its_compiler_log(client_for, broken_text, good_text, seed_reference):
     with client_for([broken_text, good_text]) as (client, backend):
-        r = client.post("/v1/kernels/generate", json={"reference_code": seed_reference})
+        r = client.post("/v1/kernels/generate", json={"reference_code": seed_reference, "repair": "feedback"})
     (cand,) = r.json()["candidates"]
     assert cand["compile"]["ok"] is True and cand["repairs"] == 1
     repair_prompt = backend.prompts[1]
     assert repair_prompt[2] == {"role": "assistant", "content": broken_text}
     assert "is undefined" in repair_prompt[3]["content"]
+
+
+@pytest.mark.usefixtures("fake_compile")
+def test_a_broken_kernel_is_drawn_again_from_its_prompt_by_default(client_for, broken_text, good_text,
+                                                                   seed_reference) -> None:
+    """The server's own models never trained on a compiler log: a failed candidate is sampled again from
+    the same prompt, never greedy (which would repeat it), each attempt on its own seed where one was given."""
+    with client_for([broken_text, good_text]) as (client, backend):
+        r = client.post("/v1/kernels/generate", json={"reference_code": seed_reference})
+    (cand,) = r.json()["candidates"]
+    assert cand["compile"]["ok"] is True and cand["repairs"] == 1
+    assert backend.prompts[1] == backend.prompts[0]  # the same prompt, no log
+    assert backend.samplings[0].temperature == 0.0 and backend.samplings[1].temperature == 0.2
+    with client_for([broken_text, broken_text, good_text], resample_temperature=0.5) as (client, backend):
+        r = client.post("/v1/kernels/generate", json={"reference_code": seed_reference, "seed": 11,
+                                                       "repair_attempts": 3})
+    assert r.json()["candidates"][0]["repairs"] == 2 and len(backend.prompts) == 3
+    assert [(s.temperature, s.seed) for s in backend.samplings] == [(0.0, 11), (0.5, 12), (0.5, 13)]
+    with client_for([broken_text, good_text]) as (client, backend):
+        client.post("/v1/kernels/generate", json={"reference_code": seed_reference, "temperature": 0.9})
+    assert [s.temperature for s in backend.samplings] == [0.9, 0.9]  # a sampled request's own temperature
+
+
+def test_the_repair_mode_is_checked(client_for, good_text) -> None:
+    with client_for([good_text]) as (client, _):
+        r = client.post("/v1/kernels/generate", json={"instruction": "x", "repair": "pray"})
+    assert r.status_code == 400 and "repair" in r.text
+    for bad in ({"repair": "sometimes"}, {"resample_temperature": 0.0}, {"resample_temperature": 2.5}):
+        with pytest.raises(ValueError, match="repair|resample_temperature"):
+            ServeConfig(**bad)
 
 
 @pytest.mark.usefixtures("fake_compile")
@@ -119,7 +150,8 @@ def test_several_candidates_are_sampled_unless_a_temperature_is_given(client_for
 def test_a_candidate_that_does_not_parse_fails_one_stage_and_skips_the_other(client_for, good_text) -> None:
     unparsable = "```python\nclass ModelNew(:\n    pass\n```"
     with client_for([unparsable, good_text]) as (client, backend):
-        r = client.post("/v1/kernels/generate", json={"instruction": "a ReLU kernel", "repair_attempts": 1})
+        r = client.post("/v1/kernels/generate", json={"instruction": "a ReLU kernel", "repair_attempts": 1,
+                                                       "repair": "feedback"})
     (cand,) = r.json()["candidates"]
     assert cand["repairs"] == 1 and "python_syntax" in backend.prompts[1][3]["content"]  # repaired with the reason
     with client_for([unparsable]) as (client, _):

@@ -31,7 +31,7 @@ Candidates: the honest seed solutions of N distinct tasks (each against its own 
   it holds them with their sums and the judge reads back the 8 it chooses): not in the default
   phases; an A/B.
 - early: kernelwright with `early_stop_clock` on (the judge's clock ends its rounds once the timer
-  reads within its bound: verifier/judge_timing.early_stop_clock): not in the default phases; an A/B.
+  reads within its bound: verifier/timing.settled): not in the default phases; an A/B.
 - wide: kernelwright with twice as many workers as `--jobs` (builds of one wave overlap the GPU
   phases of another): not in the default phases; KernelBench keeps one process per core.
 `--warm-header` builds torch's precompiled extension.h before each kernelwright phase if it is

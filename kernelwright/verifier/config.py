@@ -79,7 +79,7 @@ class VerifyConfig:
     early_stop_clock: bool = field(default=False, metadata={
         "help": "The judge's clock ends its rounds (CLOCK_BATCHES, the lowest estimate counts) at the first after "
                 "which the timer reads within its bound and not disturbed: later rounds could only lower the "
-                "estimate, which rejects and caps nothing more (judge_timing.early_stop_clock). A timer below the "
+                "estimate, which rejects and caps nothing more (verifier/timing.settled). A timer below the "
                 "bound still gets every round. Off (the default until measured on a GPU): every round runs."})
     cpu_profile_dir: str | None = field(default=None, metadata={
         "help": "Folder for a cProfile file of every judge and runner process (where a verification's CPU goes; "

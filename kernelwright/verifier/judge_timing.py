@@ -63,6 +63,7 @@ from kernelwright.verifier.timing import (
     inconsistent,
     nbytes,
     set_count,
+    settled,
 )
 from kernelwright.verifier.tolerance import TimedBound, judge_timed
 from kernelwright.verifier.verdict import ShapeResult
@@ -134,7 +135,7 @@ def judge_clock(link: Link, call: dict[str, Any], seed: int, target: ClockTarget
     counts. Outputs of its batch, chosen after every batch ran, are checked: each against the sum
     the runner reported for it, and against the reference here or, given `checks`, later (check_wall:
     after the timing lock, which the reference's forwards then do not hold). `enough(best)` true after
-    a round ends the rounds there (early_stop_clock)."""
+    a round ends the rounds there (timing.settled)."""
     link.ask("prepare_wall", **call, like=target.like)
     bases = itertools.count(seed, WALL_MAX_CALLS)
 
@@ -228,7 +229,7 @@ def time_candidate(link: Link, call: dict[str, Any], seed: int, keep_all: bool, 
     holds every trial's output with its sum and the judge reads back those it then chooses
     (held_outputs.py), else every kept output is written and read back. `early` (with `bounded`): the
     clock's rounds end at the first after which the timer reads neither below its bound nor disturbed
-    (early_stop_clock): later rounds could only lower the estimate, which rejects and caps nothing more."""
+    (timing.settled): later rounds could only lower the estimate, which rejects and caps nothing more."""
     hold = held and keep_all
     last: CandidateTiming | None = None
     last_high: CandidateTiming | None = None  # the last attempt disturbed but not below the bound
@@ -242,8 +243,8 @@ def time_candidate(link: Link, call: dict[str, Any], seed: int, keep_all: bool, 
         phase("timing_kept")
         kept = held_kept(link, reply, target.output_bytes) if hold else _kept(reply, link.outbox, keep_all)
         phase("timing_clock")
-        wall = judge_clock(link, call, s + ATTEMPT_SEEDS // 2, target, checks, early_stop_clock(median)
-                           if early and bounded else None)
+        enough = (lambda w, m=median: settled(m, w.per_call_ms)) if early and bounded else None
+        wall = judge_clock(link, call, s + ATTEMPT_SEEDS // 2, target, checks, enough)
         timing = CandidateTiming(median, wall, s, kept, False)
         low = bounded and below_bound(median, wall.per_call_ms)
         if not low and not disturbed(median, wall.per_call_ms):
@@ -255,18 +256,6 @@ def time_candidate(link: Link, call: dict[str, Any], seed: int, keep_all: bool, 
         raise inconsistent(last.median_ms, last.wall_ms)
     last_high.disturbed = True
     return last_high
-
-
-def early_stop_clock(median: float) -> Callable[[WallEstimate], bool]:
-    """When the judge's clock may end its rounds, for a timer that read `median` ms: once its lowest
-    estimate neither puts the timer below the bound nor calls it disturbed. The rounds' lowest counts,
-    so a later round could only lower the estimate: a timer within the bound stays within it, and its
-    speedup, never above what the estimate supports (timing.supported_ms: at most the median there),
-    stays its own. What a later round could still change is a retime for disturbance (a timer more
-    than DISTURBED_FACTOR above a lower estimate), which then does not happen, and the estimate the
-    verdict reports (`wall_runtime_ms`), which is the higher of the two. A clock of a timer below the
-    bound runs every round, as does every clock of a calibration (the bound off)."""
-    return lambda wall: not below_bound(median, wall.per_call_ms) and not disturbed(median, wall.per_call_ms)
 
 
 def _kept(reply: dict[str, Any], outbox: Path, keep_all: bool) -> list[tuple[int, Any]]:

@@ -252,6 +252,18 @@ def disturbed(median: float, wall: float) -> bool:
     return median > DISTURBED_FACTOR * wall + DISTURBED_FLOOR_MS
 
 
+def settled(median: float, wall: float) -> bool:
+    """Whether the judge's clock may end its rounds (`early_stop_clock`) for a timer that read `median`
+    ms, its lowest estimate so far `wall`: the timer neither below the bound nor disturbed. The rounds'
+    lowest counts, so a later round could only lower the estimate: a timer within the bound stays
+    within it, and its speedup, never above what the estimate supports (`supported_ms`: at most the
+    median there), stays its own. What a later round could still change is a retime for disturbance
+    (a timer more than DISTURBED_FACTOR above a lower estimate), which then does not happen, and the
+    estimate the verdict reports (`wall_runtime_ms`), the higher of the two. A timer below the bound
+    gets every round, as does every calibration (the bound off)."""
+    return not below_bound(median, wall) and not disturbed(median, wall)
+
+
 def checked_indices(calls: int, output_bytes: int, rng: random.Random) -> list[int]:
     """Which of `calls` outputs the judge reads back, chosen after every call ran (the clock's counted
     batch; the trials whose outputs were held): the last one and up to WALL_CHECKED - 1 others at random,

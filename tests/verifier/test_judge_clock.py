@@ -230,11 +230,10 @@ def test_an_early_stopped_clock_runs_every_round_where_the_first_is_not_enough(c
 
 
 def test_the_early_stop_rule_is_the_bound_and_the_disturbance_rule() -> None:
-    settled = judge_timing.early_stop_clock(0.31)
-    assert settled(judge_timing.WallEstimate(0.3))
-    assert settled(judge_timing.WallEstimate(0.9))  # the bound: 2.25 x 0.31 + 0.25 = 0.95
-    assert not settled(judge_timing.WallEstimate(1.0))  # the timer below what this estimate allows
-    assert not settled(judge_timing.WallEstimate(0.05))  # the timer above 4x this estimate + 0.05 ms: disturbed
+    assert timing.settled(0.31, 0.3)
+    assert timing.settled(0.31, 0.9)  # the bound: 2.25 x 0.31 + 0.25 = 0.95
+    assert not timing.settled(0.31, 1.0)  # the timer below what this estimate allows
+    assert not timing.settled(0.31, 0.05)  # the timer above 4x this estimate + 0.05 ms: disturbed
 
 
 def test_the_checked_calls_are_the_last_and_others_within_the_byte_budget() -> None:

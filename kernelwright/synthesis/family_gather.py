@@ -224,6 +224,14 @@ def _per_row(g: _G, name: str, warp: bool, shared: bool, vec: tuple[str, int] | 
             f"    for (long long r = {first}; r < {rows}; r += {step}) {{\n{block(body, 2)}    }}\n}}\n")
 
 
+# each kind's index contract, restated in the host function just before the checks and sizes it decides: the
+# kinds differ in those few lines alone, and a small model that wrote one kind's kernel took another's there
+CONTRACTS = {"index_select": "torch.index_select(x, 0, idx): idx is 1-D (n), out is (n, cols)",
+             "embedding": "F.embedding(idx, weight): out is idx's shape + (dim,), one weight row each",
+             "gather_dim1": "torch.gather(x, 1, idx): idx is (rows, k), out[r][j] = x[r][idx[r][j]]",
+             "take_along_dim": "torch.take_along_dim(x, idx, dim=0): idx is (k, cols), out[i][j] = x[idx[i][j]][j]"}
+
+
 def _host(g: _G, launch: list[str]) -> tuple[str, str]:
     ct = g.ct
     table_arg = "weight" if g.kind == "embedding" else "x"
@@ -234,7 +242,7 @@ def _host(g: _G, launch: list[str]) -> tuple[str, str]:
              'TORCH_CHECK(idx.is_cuda() && idx.scalar_type() == torch::kLong, "idx must be an int64 CUDA tensor");',
              f'TORCH_CHECK({table_arg}.dim() == 2, "{table_arg} must be 2-D");',
              f"auto table = {table_arg}.contiguous();", "auto ic = idx.contiguous();",
-             "const long long cols = table.size(1);"]
+             "const long long cols = table.size(1);", f"// {CONTRACTS[g.kind]}"]
     if g.kind == "index_select":
         lines += ['TORCH_CHECK(ic.dim() == 1, "idx must be 1-D");', "const long long nrows = ic.numel();",
                   "auto y = torch::empty({nrows, cols}, table.options());"]

@@ -220,6 +220,8 @@ def _host(g: Gemm, args: Sequence[Arg], launch: list[str]) -> str:
     lines = [*host_checks(g.ct, g.tensors),
              'TORCH_CHECK(xc.dim() == 2 && wc.dim() == 2, "x and w must be 2-D");',
              "const int M = (int)xc.size(0);", "const int K = (int)xc.size(1);",
+             # the layout restated just before the lines it decides (a small model took the other's there)
+             "// F.linear(x, w): w is (N, K), y = x @ w^T" if g.linear else "// x @ w: w is (K, N), y = x @ w",
              f"const int N = (int)wc.size({n_dim});",
              f'TORCH_CHECK(wc.size({k_dim}) == K, "w must be {shape} for x of shape (M, K)");']
     lines += ['TORCH_CHECK(biasc.numel() == N, "bias must hold N values");'] if g.bias else []

@@ -82,7 +82,10 @@ def figures(rows: list[dict[str, Any]], concurrency: int, command: str, complete
     return {"what": "compile pass rate of POST /v1/kernels/generate on held-out problems, server defaults",
             "command": command, "complete": complete, "problems": len(rows), "concurrency": concurrency,
             "compiled": compiled, "compile_rate": compiled / len(rows) if rows else 0.0,
-            "failed_requests": sum(r["status"] != 200 for r in rows), "rows": rows}
+            "failed_requests": sum(r["status"] != 200 for r in rows),
+            # what the server's repair (its --repair: resample or feedback) turned around
+            "repaired": sum(r.get("repairs", 0) > 0 for r in rows),
+            "compiled_after_repair": sum(r["compiles"] and r.get("repairs", 0) > 0 for r in rows), "rows": rows}
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -68,7 +68,7 @@ def test_answers_in_the_samples_order_with_requests_side_by_side(tmp_path: Path)
     assert [r["problem"] for r in got["rows"]] == [f"p{i}.py" for i in range(6)]
     assert got["compiled"] == 3 and got["failed_requests"] == 1 and got["concurrency"] == 3  # p0, p2, p4
     assert 1 < StandIn.most <= 3
-    assert got["complete"] is True
+    assert got["complete"] is True and got["repaired"] == 0 and got["compiled_after_repair"] == 0
     assert not (tmp_path / "rate.partial.json").exists()  # the whole figure replaced the running one
 
 
@@ -77,7 +77,8 @@ def test_a_run_cut_short_leaves_the_answers_so_far(tmp_path: Path, monkeypatch) 
     problems.mkdir()
     for i in range(4):
         (problems / f"p{i}.py").write_text(f"x ={i}")
-    answers = iter([{"candidates": [{"compile": {"ok": True}}]}, {"candidates": [{"compile": {"ok": False}}]}])
+    answers = iter([{"candidates": [{"compile": {"ok": True}, "repairs": 1}]},
+                    {"candidates": [{"compile": {"ok": False}, "repairs": 1}]}])
 
     def post(url: str, body: dict, timeout_s: float) -> tuple[int, dict]:
         try:
@@ -95,3 +96,4 @@ def test_a_run_cut_short_leaves_the_answers_so_far(tmp_path: Path, monkeypatch) 
     assert not out.exists()
     got = json.loads((tmp_path / "rate.partial.json").read_text())
     assert got["complete"] is False and got["problems"] == 2 and got["compiled"] == 1
+    assert got["repaired"] == 2 and got["compiled_after_repair"] == 1

@@ -3,11 +3,11 @@
 A candidate whose compile failed, while repair attempts are left, is made once more: `resample`
 draws it again from the same prompt (sampled: a greedy request's resample at the server's
 `resample_temperature`, each attempt its own seed where the request gave one), `feedback` generates
-it from a prompt holding its code and the compiler log (`repair_mode`). Candidates that compiled
-come first; none is marked ok that the compile check did not pass. Several candidates are sampled: a
-body that leaves `temperature` out gets `SAMPLED_TEMPERATURE` for n > 1 (0, greedy, for one), and
-one that asks for n > 1 at temperature 0, whose candidates could only repeat each other, answers
-400.
+it from a prompt holding its code and the compiler log (`--repair`, repair_mode). Candidates that
+compiled come first; none is marked ok that the compile check did not pass. Several candidates are
+sampled: a body that leaves `temperature` out gets `SAMPLED_TEMPERATURE` for n > 1 (0, greedy, for
+one), and one that asks for n > 1 at temperature 0, whose candidates could only repeat each other,
+answers 400.
 """
 
 from __future__ import annotations

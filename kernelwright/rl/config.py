@@ -102,6 +102,11 @@ class RLConfig:
                 "the host compile only: the compile part, for a machine without a GPU) or auto (gpu_judge with a "
                 "CUDA device)."})
     verify_jobs: int = field(default=8, metadata={"help": "Candidates verified at once."})
+    judge_while_generating: bool = field(default=True, metadata={
+        "help": "Send a completion to the judge as soon as its row ends, in batches of verify_jobs, while the "
+                "step's other rows still generate (rl/early_judge.py; rl/judged_early: the share judged so). "
+                "The judge's runs then share the GPU with generation (its contention handling applies). False: "
+                "the step's completions are judged once all are generated."})
     verify_timeout_s: float = field(default=300.0, metadata={
         "help": "Wall-clock limit per candidate's verification, build included, in seconds."})
     timing_budget_s: float = field(default=0.25, metadata={

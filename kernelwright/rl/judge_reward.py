@@ -9,7 +9,9 @@ float per completion out). For each generation batch it
 2. judges the batch at once (judging.py: the GPU judge, `verify_jobs` in parallel, or NVRTC), each
    distinct (problem, candidate) once: a policy sure of itself samples the same answer many times in a
    group, and the same text earns the same reward (`rl/judged_share`: distinct candidates judged over
-   candidates with code);
+   candidates with code). With `early` (early_judge.py), the candidates of rows that ended while the
+   others still generated were sent to the judge then: their verdicts are taken from there
+   (`rl/judged_early`: their share of the distinct candidates), and only the rest are judged here;
 3. computes each reward part (reward.py) and checks that no rejected verdict got a positive reward
    (`rl/cheat_positive`, 0; anything else stops the run with CheatRewarded);
 4. logs, per step: the mean of every reward part (`reward/<part>`), the count of every verdict reason
@@ -30,9 +32,10 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mlflow
 
@@ -51,6 +54,9 @@ from kernelwright.rl.reward import (
     was_built,
 )
 from kernelwright.verifier.verdict import REASON_STATUS, Verdict
+
+if TYPE_CHECKING:
+    from kernelwright.rl.early_judge import EarlyJudge
 
 log = logging.getLogger(__name__)
 PARTS = tuple(f.name for f in fields(RewardParts))
@@ -120,6 +126,8 @@ class JudgeReward:
         self._last_end: float | None = None  # when the previous batch's reward ended
         self._calls = 0
         self.judged_share = 1.0  # of the last batch: distinct candidates judged / candidates with code
+        self.early: EarlyJudge | None = None  # verdicts started while the batch was generating (early_judge.py)
+        self.judged_early = 0.0  # of the last batch: distinct candidates whose judging began before generation ended
         # Whether a batch is training's (the stage points this at the trainer's model): an evaluation's batch
         # (--eval-items) is judged and logged alike, through TRL, which names its metrics eval_*, but it leaves
         # the run's counts, the step's timing, the samples table and `on_batch` alone.
@@ -154,6 +162,7 @@ class JudgeReward:
             metrics["rl/cheat_rate_run"] = self.stats.cheat_rate
             metrics["rl/reward_s"] = reward_s
             metrics["rl/judged_share"] = self.judged_share
+            metrics["rl/judged_early"] = self.judged_early
             if self._last_end is not None:  # one cycle: the last step's update, this batch's generation, its reward
                 metrics["rl/reward_share"] = reward_s / max(time.perf_counter() - self._last_end, 1e-9)
             self._last_end = time.perf_counter()
@@ -179,6 +188,8 @@ class JudgeReward:
         copy_of = {i: first.setdefault((references[i], s), i) for i, s in enumerate(sources) if s is not None}
         todo = sorted(set(copy_of.values()))
         self.judged_share = len(todo) / len(copy_of) if copy_of else 1.0
+        started = self._started_early(todo, sources, references)
+        todo = [i for i in todo if i not in started]
         if todo:
             self.scratch.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=self.scratch, prefix=f"step-{step}-") as tmp:
@@ -194,9 +205,22 @@ class JudgeReward:
                 raise RuntimeError(f"the judge returned {len(judged)} verdicts for {len(todo)} candidates")
             for i, verdict in zip(todo, judged, strict=True):
                 verdicts[i] = verdict
-            for i, original in copy_of.items():
-                verdicts[i] = verdicts[original]
+        for i, future in started.items():
+            verdicts[i] = future.result()
+        for i, original in copy_of.items():
+            verdicts[i] = verdicts[original]
         return [v for v in verdicts if v is not None]
+
+    def _started_early(self, todo: Sequence[int], sources: Sequence[str | None],
+                       references: Sequence[str]) -> dict[int, Future[Verdict]]:
+        """The verdicts (futures) of `todo` that the early judge began while the batch was generating."""
+        if self.early is None:
+            self.judged_early = 0.0
+            return {}
+        started = {i: f for i in todo if (f := self.early.take((references[i], sources[i] or ""))) is not None}
+        self.early.reset()
+        self.judged_early = len(started) / len(todo) if todo else 0.0
+        return started
 
     def _count(self, verdicts: Sequence[Verdict], totals: Sequence[float], reward_s: float) -> None:
         s = self.stats

@@ -43,6 +43,7 @@ from kernelwright.models import load_base_model, load_model, load_tokenizer, res
 from kernelwright.rl.config import RLConfig
 from kernelwright.rl.curriculum import INFILL, Curriculum, RLItem, curriculum_items, load_curriculum, rows, set_aside
 from kernelwright.rl.curves import report
+from kernelwright.rl.early_judge import EarlyJudge, judge_rows_as_they_end
 from kernelwright.rl.judge_reward import JudgeReward
 from kernelwright.rl.judging import Judge, pick_judge, reward_mode
 from kernelwright.rl.resume import checkpoint_to_resume, out_dir, resumable_run_id
@@ -168,10 +169,18 @@ def eval_batch_size(cfg: RLConfig) -> int:
 
 
 class CardedGRPOTrainer(GRPOTrainer):
-    """TRL's GRPOTrainer leaving kernelwright's card in its output folder, not TRL's hub draft (model_card.py)."""
+    """TRL's GRPOTrainer leaving kernelwright's card in its output folder, not TRL's hub draft (model_card.py),
+    and telling `early` (where set) which dataset rows each generation's completions answer."""
+
+    early: EarlyJudge | None = None
 
     def create_model_card(self, *args: Any, **kwargs: Any) -> None:
         write_model_card(self, "rl")
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.early is not None:
+            self.early.expect(inputs)  # one row per completion, in the order TRL generates them
+        return super()._generate_and_score_completions(inputs)
 
 
 class MlflowMetrics(TrainerCallback):
@@ -236,7 +245,13 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None, plan: RLPlan | None = None
                                 train_dataset=Dataset.from_list(rows(items)), processing_class=tokenizer,
                                 eval_dataset=Dataset.from_list(rows(aside)) if aside else None, callbacks=callbacks)
     reward.is_training = lambda: bool(trainer.model.training)
-    result = trainer.train(resume_from_checkpoint=last)
+    early = judging_early(cfg, model, tokenizer, judge, out)
+    reward.early = trainer.early = early
+    try:
+        result = trainer.train(resume_from_checkpoint=last)
+    finally:
+        if early is not None:
+            early.close()
     evaluate_last(trainer, aside)
     final = save_final(trainer.model, tokenizer, out / "final")
     stats = reward.stats
@@ -257,6 +272,23 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None, plan: RLPlan | None = None
                     mean_reward=stats.reward_sum / stats.completions if stats.completions else 0.0,
                     reasons=dict(stats.reasons), train_runtime_s=float(result.metrics.get("train_runtime", 0.0)),
                     reward_s=stats.reward_s, stopped_by_time=time_limit.stopped_at_step is not None)
+
+
+def judging_early(cfg: RLConfig, model: Any, tokenizer: PreTrainedTokenizerBase, judge: Judge,
+                  out: Path) -> EarlyJudge | None:
+    """The early judge of `judge_while_generating` (early_judge.py), its rows reported by `model.generate`."""
+    eos = [t for t in (tokenizer.eos_token_id, *_ids(getattr(model.generation_config, "eos_token_id", None)))
+           if t is not None]
+    if not cfg.judge_while_generating or not eos:
+        return None
+    early = EarlyJudge(judge, out / "candidates", lambda ids: str(tokenizer.decode(ids, skip_special_tokens=True)),
+                       eos, batch=cfg.verify_jobs)
+    judge_rows_as_they_end(model, early)
+    return early
+
+
+def _ids(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else [value]
 
 
 def evaluate_last(trainer: GRPOTrainer, aside: list[RLItem]) -> None:

@@ -249,3 +249,52 @@ def test_a_job_reads_its_curriculum_once(data: Path, tmp_path: Path, tiny_model_
                  tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     rl_command(cfg, judge=FakeJudge())
     assert reads == [data]
+
+
+def test_rows_that_end_early_are_judged_while_the_others_generate(data: Path, tmp_path: Path, tiny_model_dir: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """judge_while_generating through TRL's own generate call: the even rows end at their third token (forced
+    here: a random tiny model seldom ends), go to the judge in batches of verify_jobs on the early judge's
+    thread while the odd rows run to the budget, and the reward judges only those."""
+    import threading
+
+    import torch
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    from kernelwright.rl import stage
+
+    class EvenRowsEnd(LogitsProcessor):
+        def __init__(self, width: int, eos: int) -> None:
+            self.width, self.eos = width, eos
+
+        def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+            if input_ids.shape[1] - self.width == 2:
+                scores[::2] = float("-inf")
+                scores[::2, self.eos] = 0.0
+            return scores
+
+    def ending_even_rows(model: Any, eos: int) -> None:
+        generate = model.generate
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            processors = LogitsProcessorList(kwargs.pop("logits_processor", None) or [])
+            processors.append(EvenRowsEnd(int(kwargs["input_ids"].shape[1]), eos))
+            return generate(*args, logits_processor=processors, **kwargs)
+
+        model.generate = wrapped
+
+    threads: list[str] = []
+
+    class ThreadJudge(FakeJudge):
+        def __call__(self, items: Sequence[JudgeItem]) -> list[Verdict]:
+            threads.append(threading.current_thread().name)
+            return super().__call__(items)
+
+    monkeypatch.setattr(stage, "end_loops_with_eos", ending_even_rows)
+    judge = ThreadJudge()
+    result = run_rl(config(data, tmp_path / "rl", tiny_model_dir, verify_jobs=2), judge=judge)
+    early = [b for b, t in zip(judge.batches, threads, strict=True) if t.startswith("kw-early-judge")]
+    assert result.global_step == 2 and early and all(len(b) == 2 for b in early)
+    pairs = [pair for batch in judge.batches for pair in batch]
+    assert len(pairs) <= result.completions == 8
+    assert len(set(pairs)) == len(pairs)  # what was judged early the reward took, and judged no candidate again

@@ -31,7 +31,7 @@ from kernelwright.rl.judge_reward import PARTS as REWARD_PARTS  # noqa: E402
 
 PARTS = tuple(f"reward/{name}" for name in REWARD_PARTS)  # the metrics judge_reward logs per step
 RATES = ("rl/compile_rate", "rl/correct_rate", "rl/cheat_rate")
-OTHERS = ("reward/total", "kl", "rl/reward_share", "rl/phase", "completions/mean_length")
+OTHERS = ("reward/total", "kl", "rl/reward_share", "rl/phase", "completions/mean_length", "rl/judged_early")
 TIMES = ("rl/reward_s", "step_time")  # the reward's seconds (judge_reward) and the step's (TRL), per step
 # the set-aside items' figures (--eval-items), logged by TRL at the step each evaluation followed (0: the start)
 EVAL = ("eval_reward/total", "eval_rl/compile_rate", "eval_rl/correct_rate")
@@ -79,6 +79,8 @@ class RLCurves:
             "seconds_per_step": self.step_s,
             "completions_per_hour": 3600 * per_step / self.step_s if per_step and self.step_s else None,
             "judge_share_of_step_mean": statistics.fmean(shares) if shares else None,
+            # of the distinct candidates, the share judged while their step still generated (early_judge.py)
+            "judged_early_mean": statistics.fmean(early) if (early := self.values("rl/judged_early")) else None,
             "phase_turn_step": self.phase_turn(),
             "eval_at_steps": self.steps(EVAL[0]),
         }

@@ -18,3 +18,9 @@ def test_without_step_times_the_logged_share_is_used() -> None:
     curves = RLCurves("r", series={"rl/reward_share": {2: 0.4, 3: 0.6}, "reward/total": {1: 1.0, 2: 0.5, 3: 0.2}})
     assert curves.judge_share() == {2: 0.4, 3: 0.6}
     assert curves.summary()["judge_share_of_step_mean"] == pytest.approx(0.5)
+
+
+def test_the_share_judged_while_generating_is_summed_up_where_logged() -> None:
+    curves = RLCurves("r", series={"rl/judged_early": {1: 0.5, 2: 0.75}, "reward/total": {1: 1.0, 2: 0.5}})
+    assert curves.summary()["judged_early_mean"] == pytest.approx(0.625)
+    assert RLCurves("r", series={"reward/total": {1: 1.0}}).summary()["judged_early_mean"] is None  # older runs

@@ -128,14 +128,15 @@ class RowsEnded(LogitsProcessor):
     def __init__(self, early: EarlyJudge, rows: list[dict[str, Any]], width: int) -> None:
         self.early, self.rows, self.width = early, rows, width
         self.done: torch.Tensor | None = None
+        self.eos: torch.Tensor | None = None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if input_ids.shape[1] <= self.width:
             return scores
-        if self.done is None:
+        if self.done is None or self.eos is None:  # made once, on the rows' device
             self.done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        eos = torch.tensor(self.early.eos, device=input_ids.device)
-        fresh = torch.isin(input_ids[:, -1], eos) & ~self.done
+            self.eos = torch.tensor(self.early.eos, device=input_ids.device)
+        fresh = torch.isin(input_ids[:, -1], self.eos) & ~self.done
         if bool(fresh.any()):
             self.done |= fresh
             for r in fresh.nonzero().flatten().tolist():

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import mlflow
 
@@ -54,9 +54,6 @@ from kernelwright.rl.reward import (
     was_built,
 )
 from kernelwright.verifier.verdict import REASON_STATUS, Verdict
-
-if TYPE_CHECKING:
-    from kernelwright.rl.early_judge import EarlyJudge
 
 log = logging.getLogger(__name__)
 PARTS = tuple(f.name for f in fields(RewardParts))
@@ -78,6 +75,14 @@ class RunStats:
     @property
     def cheat_rate(self) -> float:
         return self.cheats / self.completions if self.completions else 0.0
+
+
+class StartedVerdicts(Protocol):
+    """Verdicts begun before the reward was called (early_judge.EarlyJudge), by (reference, candidate source)."""
+
+    def take(self, key: tuple[str, str]) -> Future[Verdict] | None: ...
+
+    def reset(self) -> None: ...
 
 
 def completion_text(completion: Any) -> str:
@@ -126,7 +131,7 @@ class JudgeReward:
         self._last_end: float | None = None  # when the previous batch's reward ended
         self._calls = 0
         self.judged_share = 1.0  # of the last batch: distinct candidates judged / candidates with code
-        self.early: EarlyJudge | None = None  # verdicts started while the batch was generating (early_judge.py)
+        self.early: StartedVerdicts | None = None  # verdicts started while the batch was generating (early_judge.py)
         self.judged_early = 0.0  # of the last batch: distinct candidates whose judging began before generation ended
         # Whether a batch is training's (the stage points this at the trainer's model): an evaluation's batch
         # (--eval-items) is judged and logged alike, through TRL, which names its metrics eval_*, but it leaves

@@ -98,7 +98,8 @@ class EarlyJudge:
             self._waiting, self._started = {}, {}
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True)
+        """Batches not yet begun are dropped (nobody will take them), the one being judged is waited for."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
     def _judge_batch(self, keys: list[Key], futures: list[Future[Verdict]]) -> None:
         try:

@@ -132,3 +132,23 @@ def test_generate_reports_its_rows_only_where_they_were_expected(tmp_path: Path)
     early.expect(rows("p1", "p2"))
     model.generate(input_ids=ids, logits_processor=[])
     assert len(seen[-1]) == 1 and type(seen[-1][0]).__name__ == "RowsEnded"
+
+
+def test_closing_waits_for_the_batch_being_judged_and_drops_those_not_begun(tmp_path: Path) -> None:
+    started, release = threading.Event(), threading.Event()
+    judge = FakeJudge()
+
+    def slow(items: Sequence[JudgeItem]) -> list[Verdict]:
+        started.set()
+        release.wait(10)
+        return judge(items)
+
+    early = EarlyJudge(slow, tmp_path, decode, [EOS], batch=1)
+    early.expect(rows("p1", "p2"))
+    steps(early, 2, [[1, EOS], [1, EOS]])  # two batches of one: the first begins, the second waits
+    assert started.wait(10)
+    closing = threading.Thread(target=early.close)
+    closing.start()
+    release.set()
+    closing.join(10)
+    assert not closing.is_alive() and len(judge.calls) == 1

@@ -19,7 +19,9 @@ from kernelwright.synthesis.task import FAMILIES, SynthTask
 
 GENERATOR_VERSION = "4"  # 4: the gather and matmul hosts restate the index contract or the weight layout
 # ("// torch.gather(x, 1, idx): idx is (rows, k), ...", "// x @ w: w is (K, N), ...") in a comment just before the
-# checks and sizes it decides (a version-3 model wrote gather_dim1's kernel with take_along_dim's host checks);
+# checks and sizes it decides (a version-3 model wrote gather_dim1's kernel with take_along_dim's host checks), and
+# an elementwise kernel is named after its whole chain, not its first two ops (a version-3 model wrote the name's
+# ops and stopped);
 # 2: each op of a chain named before its code, and every kernel with a chain carries
 # the chain's ops in the order they run ("y = gelu, then tanh", "first x through ...; then the result through ...");
 # 3: one name for the host function (`<stem>_forward`), the CUDA source (`cuda_source`) and the module (`_ext`),

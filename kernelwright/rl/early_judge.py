@@ -79,13 +79,19 @@ class EarlyJudge:
             self.flush()
 
     def flush(self) -> None:
-        """The waiting candidates to the judge, together, on a background thread."""
+        """The waiting candidates to the judge, together, on a background thread; once closed, none goes
+        (the reward judges them itself, as it does every candidate not started here)."""
         with self._lock:
             keys, self._waiting = list(self._waiting), {}
-            futures: list[Future[Verdict]] = [Future() for _ in keys]
-            self._started.update(zip(keys, futures, strict=True))
-        if keys:
+        if not keys:
+            return
+        futures: list[Future[Verdict]] = [Future() for _ in keys]
+        try:
             self.pool.submit(self._judge_batch, keys, futures)
+        except RuntimeError:  # closed: no thread would ever set these futures
+            return
+        with self._lock:
+            self._started.update(zip(keys, futures, strict=True))
 
     def take(self, key: Key) -> Future[Verdict] | None:
         """The verdict of `key` started early (a future), or None where it was not."""

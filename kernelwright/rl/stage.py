@@ -249,10 +249,10 @@ def run_rl(cfg: RLConfig, judge: Judge | None = None, plan: RLPlan | None = None
     reward.early = trainer.early = early
     try:
         result = trainer.train(resume_from_checkpoint=last)
+        evaluate_last(trainer, aside)  # it generates too: the early judge stays open through it
     finally:
         if early is not None:
             early.close()
-    evaluate_last(trainer, aside)
     final = save_final(trainer.model, tokenizer, out / "final")
     stats = reward.stats
     summary = {"rl/cheat_rate_final": stats.cheat_rate, "rl/completions": float(stats.completions),

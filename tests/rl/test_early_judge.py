@@ -152,3 +152,19 @@ def test_closing_waits_for_the_batch_being_judged_and_drops_those_not_begun(tmp_
     release.set()
     closing.join(10)
     assert not closing.is_alive() and len(judge.calls) == 1
+
+
+def test_a_closed_early_judge_starts_nothing_the_reward_would_wait_on(tmp_path: Path) -> None:
+    """A generate call after close (the last evaluation once training ended) must not leave a started verdict
+    that no thread will ever give: the reward judges those rows itself."""
+    judge = FakeJudge()
+    early = EarlyJudge(judge, tmp_path / "early", decode, [EOS], batch=1)
+    early.close()
+    early.expect(rows("p1"))
+    steps(early, 2, [[1, EOS]])
+    assert early.take(("p1", "class ModelNew: pass  # good\n")) is None and judge.calls == []
+    reward = JudgeReward(judge, RewardWeights(), tmp_path / "reward")
+    reward.early = early
+    totals = reward(prompts=[""], completions=[TEXT[1]], item_id=["a"], phase=["whole"], kind=[""],
+                    reference=["p1"], partial=[""])
+    assert judge.calls == [[("p1", "class ModelNew: pass  # good\n")]] and totals[0] > 0

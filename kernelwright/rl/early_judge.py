@@ -22,7 +22,6 @@ contention handling (retimes, the verdict's contention note) applies to them;
 from __future__ import annotations
 
 import logging
-import tempfile
 import threading
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,8 +31,8 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from kernelwright.rl.judge_reward import candidate_source
-from kernelwright.rl.judging import Judge, JudgeItem
+from kernelwright.rl.judge_reward import candidate_source, judge_pairs
+from kernelwright.rl.judging import Judge
 from kernelwright.verifier.verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -109,18 +108,7 @@ class EarlyJudge:
 
     def _judge_batch(self, keys: list[Key], futures: list[Future[Verdict]]) -> None:
         try:
-            self.scratch.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=self.scratch, prefix="early-") as tmp:
-                items = []
-                for i, (reference, source) in enumerate(keys):
-                    folder = Path(tmp) / str(i)
-                    folder.mkdir()
-                    (folder / "problem.py").write_text(reference, encoding="utf-8")
-                    (folder / "candidate.py").write_text(source, encoding="utf-8")
-                    items.append(JudgeItem(problem=folder / "problem.py", candidate=folder / "candidate.py"))
-                verdicts = self.judge(items)
-            if len(verdicts) != len(keys):
-                raise RuntimeError(f"the judge returned {len(verdicts)} verdicts for {len(keys)} candidates")
+            verdicts = judge_pairs(self.judge, self.scratch, "early-", keys)
         except BaseException as exc:  # the reward's result() raises it, as the judge's own call would
             for future in futures:
                 future.set_exception(exc)

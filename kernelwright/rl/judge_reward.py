@@ -103,6 +103,24 @@ def candidate_source(text: str, phase: str, partial: str) -> tuple[str | None, b
     return (code, fenced) if code.strip() else (None, fenced)
 
 
+def judge_pairs(judge: Judge, scratch: Path, prefix: str, pairs: Sequence[tuple[str, str]]) -> list[Verdict]:
+    """(reference, candidate source) pairs judged at once, each written as its folder's problem.py and
+    candidate.py under a temporary folder of `scratch` (named `prefix`...), removed once judged."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch, prefix=prefix) as tmp:
+        items = []
+        for i, (reference, source) in enumerate(pairs):
+            folder = Path(tmp) / str(i)
+            folder.mkdir()
+            (folder / "problem.py").write_text(reference, encoding="utf-8")
+            (folder / "candidate.py").write_text(source, encoding="utf-8")
+            items.append(JudgeItem(problem=folder / "problem.py", candidate=folder / "candidate.py"))
+        verdicts = judge(items)
+    if len(verdicts) != len(pairs):
+        raise RuntimeError(f"the judge returned {len(verdicts)} verdicts for {len(pairs)} candidates")
+    return verdicts
+
+
 def batch_metrics(verdicts: Sequence[Verdict], parts: Sequence[RewardParts]) -> dict[str, float]:
     """Per-step means of the reward parts, the count of every verdict reason, and the rates."""
     n = max(len(verdicts), 1)
@@ -196,19 +214,8 @@ class JudgeReward:
         started = self._started_early(todo, sources, references)
         todo = [i for i in todo if i not in started]
         if todo:
-            self.scratch.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=self.scratch, prefix=f"step-{step}-") as tmp:
-                items = []
-                for i in todo:
-                    folder = Path(tmp) / str(i)
-                    folder.mkdir()
-                    (folder / "problem.py").write_text(references[i], encoding="utf-8")
-                    (folder / "candidate.py").write_text(sources[i] or "", encoding="utf-8")
-                    items.append(JudgeItem(problem=folder / "problem.py", candidate=folder / "candidate.py"))
-                judged = self.judge(items)
-            if len(judged) != len(todo):
-                raise RuntimeError(f"the judge returned {len(judged)} verdicts for {len(todo)} candidates")
-            for i, verdict in zip(todo, judged, strict=True):
+            pairs = [(references[i], sources[i] or "") for i in todo]
+            for i, verdict in zip(todo, judge_pairs(self.judge, self.scratch, f"step-{step}-", pairs), strict=True):
                 verdicts[i] = verdict
         for i, future in started.items():
             verdicts[i] = future.result()

@@ -29,6 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from kernelwright import atomic
+
 
 def sample_problems(folder: Path, count: int, seed: int = 0) -> list[Path]:
     problems = sorted(p for p in folder.rglob("*.py") if p.is_file())
@@ -89,11 +91,8 @@ def figures(rows: list[dict[str, Any]], concurrency: int, command: str, complete
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Atomically: a reader sees the last whole file, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
+    """Atomically (a reader sees the last whole file, never half of one), in this bench's layout."""
+    atomic.write_text(path, json.dumps(data, indent=1))
 
 
 def main(argv: list[str] | None = None) -> int:

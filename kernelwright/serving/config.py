@@ -15,6 +15,7 @@ DEFAULT_MODEL = "models:/kernelwright-coder@champion"
 KEYS_ENV = "KERNELWRIGHT_API_KEYS"
 BATCHING = ("auto", "continuous", "sequential")
 REPAIRS = ("auto", "resample", "feedback")
+KV_CACHES = ("auto", "static", "dynamic")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -71,6 +72,13 @@ class ServeConfig:
                 "its own max_new_tokens. A request's own candidates always run together. Padding to the longest "
                 "prompt makes a call's attention grow with rows x length squared: on a CPU, 16 rows of ~600-token "
                 "kernel prompts made the most requests a second, 32 fewer. 0: one request at a time."})
+    kv_cache: str = field(default="auto", metadata={
+        "help": "With sequential batching, the KV cache of a generate call. static: a fixed-size cache whose "
+                "decoding step transformers compiles on an accelerator (the first call of each shape ~30 s); a "
+                "call's rows are padded to a power of two and its cache to a multiple of 1024 tokens, so few "
+                "shapes are ever compiled. dynamic: a cache that grows with the call, nothing compiled. auto: "
+                "static where the model sits on a CUDA device, else dynamic (on a CPU nothing is compiled, so "
+                "static only adds padding)."})
     stop_loops: bool = field(default=True, metadata={
         "help": f"With sequential batching, end a candidate caught in a repetition loop ({LOOP_TEST}, "
                 "as evaluation's --stop-loops) there, with finish_reason length, "
@@ -196,6 +204,8 @@ class ServeConfig:
             raise ValueError(f"repair must be auto, resample or feedback, not {self.repair!r}")
         if not 0.0 < self.resample_temperature <= 2.0:
             raise ValueError(f"resample_temperature must be above 0 and at most 2, not {self.resample_temperature}")
+        if self.kv_cache not in KV_CACHES:
+            raise ValueError(f"kv_cache must be auto, static or dynamic, not {self.kv_cache!r}")
         if self.batching not in BATCHING:
             raise ValueError(f"batching must be auto, continuous or sequential, not {self.batching!r}")
         if min(self.cb_num_blocks, self.cb_max_batch_tokens, self.cb_max_requests_per_batch) < 0:

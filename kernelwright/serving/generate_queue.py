@@ -11,6 +11,12 @@ With `stop_loops` (on by default) a row caught in a repetition loop (`generation
 `loop_limits.LOOP_TEST`) stops there too, instead of holding its batch to the budget; its completion
 ends in the loop, as evaluation's do.
 
+With `static_cache` the call uses a static KV cache, whose decoding step transformers compiles on an
+accelerator once per shape (batch rows, cache length): so the rows are padded to a power of two with
+filler rows that are done from the start (`padded_rows`), and the cache to a multiple of
+`STATIC_CACHE_STEP` tokens (`static_budget`: the call's token budget grows to fill it, each row still
+stops at its own), and a server meets a handful of shapes, not one per batch.
+
 Streamed requests get their tokens as each step makes them (`_RowStreamer`). A request whose
 caller is cancelled (its client went away) has its rows marked done at the next step; the other
 rows of its batch go on. Results and tokens come back on the caller's event loop.
@@ -37,6 +43,20 @@ log = logging.getLogger(__name__)
 JOIN_TIMEOUT_S = 10.0
 # what a job's events carry: a streamed token, the finished rows' tokens, or the error that failed the batch
 Event = int | list[list[int]] | BaseException
+
+
+STATIC_CACHE_STEP = 1024  # a static cache's length is a multiple of this many tokens
+
+
+def padded_rows(rows: int) -> int:
+    """The rows a static-cache call is padded to: the power of two at or above `rows`."""
+    return 1 << max(rows - 1, 0).bit_length()
+
+
+def static_budget(width: int, budget: int, step: int = STATIC_CACHE_STEP) -> int:
+    """The new tokens a static-cache call is given so that prompt width plus it is a multiple of `step`, at least
+    `budget`."""
+    return -(-(width + budget) // step) * step - width
 
 
 def batch_key(sampling: Sampling) -> tuple[Any, ...] | None:
@@ -114,10 +134,11 @@ class _RowsDone(StoppingCriteria):
 class _RowStreamer(BaseStreamer):
     """Hands each new token of a streamed request's row to its caller until that row is done."""
 
-    def __init__(self, owners: list[Job], budgets: list[int], eos: int | None, loop_at: list[int | None]) -> None:
+    def __init__(self, owners: list[Job | None], budgets: list[int], eos: int | None,
+                 loop_at: list[int | None]) -> None:
         self.owners, self.budgets, self.eos, self.loop_at = owners, budgets, eos, loop_at
         self.made = [0] * len(owners)
-        self.done = [not job.streaming for job in owners]
+        self.done = [job is None or not job.streaming for job in owners]  # None: a static call's filler row
 
     def put(self, value: torch.Tensor) -> None:
         if value.dim() > 1:  # the prompt, given first
@@ -127,6 +148,7 @@ class _RowStreamer(BaseStreamer):
                 continue
             self.made[i] += 1
             job = self.owners[i]
+            assert job is not None  # filler rows are done from the start
             job.post(int(token))
             self.done[i] = token == self.eos or self.made[i] >= self.budgets[i] or job.cancelled.is_set()
 
@@ -138,9 +160,9 @@ class GenerateQueue:
     """Jobs waiting for the model, and the worker thread that batches and generates them."""
 
     def __init__(self, model: Any, eos: int | None, pad: int, max_batch_sequences: int,
-                 stop_loops: bool = True) -> None:
+                 stop_loops: bool = True, static_cache: bool = False) -> None:
         self.model, self.eos, self.pad, self.max_batch_sequences = model, eos, pad, max_batch_sequences
-        self.stop_loops = stop_loops
+        self.stop_loops, self.static_cache = stop_loops, static_cache
         self._jobs: deque[Job] = deque()
         self._running: list[Job] = []
         self._cond = threading.Condition()
@@ -213,9 +235,15 @@ class GenerateQueue:
 
     @torch.inference_mode()
     def _generate(self, batch: list[Job]) -> list[list[int]]:
-        owners = [job for job in batch for _ in job.prompts]
+        owners: list[Job | None] = [job for job in batch for _ in job.prompts]
         prompts = [ids for job in batch for ids in job.prompts]
-        budgets = [job.sampling.max_new_tokens for job in owners]
+        budgets = [job.sampling.max_new_tokens for job in batch for _ in job.prompts]
+        cancelled = [job.cancelled for job in batch for _ in job.prompts]
+        real = len(prompts)
+        if self.static_cache:  # filler rows: the first prompt, done from the start (budget 0)
+            fill = padded_rows(real) - real
+            owners, prompts = owners + [None] * fill, prompts + [prompts[0]] * fill
+            budgets, cancelled = budgets + [0] * fill, cancelled + [threading.Event() for _ in range(fill)]
         width = max(len(ids) for ids in prompts)
         device = self.model.device
         input_ids = torch.tensor([[self.pad] * (width - len(ids)) + ids for ids in prompts], device=device)
@@ -223,14 +251,22 @@ class GenerateQueue:
         sampling = batch[0].sampling
         if sampling.seed is not None and sampling.temperature > 0:  # alone in its batch (batch_key)
             torch.manual_seed(sampling.seed)
-        rows_done = _RowsDone(width, budgets, [j.cancelled for j in owners], self.stop_loops)
+        rows_done = _RowsDone(width, budgets, cancelled, self.stop_loops)
         streaming = any(job.streaming for job in batch)
         streamer = _RowStreamer(owners, budgets, self.eos, rows_done.loop_at) if streaming else None
         if len(batch) > 1:
-            log.debug("one generate call for %d requests (%d sequences)", len(batch), len(prompts))
+            log.debug("one generate call for %d requests (%d sequences)", len(batch), real)
+        call_budget = max(budgets)
+        cache: dict[str, Any] = {}
+        if self.static_cache:
+            context = getattr(self.model.config, "max_position_embeddings", None) or width + STATIC_CACHE_STEP * 8
+            padded = static_budget(width, call_budget)  # within the context: a shape of its own where it is not
+            call_budget = padded if width + padded <= context else max(call_budget, context - width)
+            cache = {"cache_implementation": "static"}
         out = self.model.generate(
             input_ids=input_ids, attention_mask=mask, streamer=streamer,
-            **generate_kwargs(max(budgets), sampling.temperature, sampling.top_p, self.pad, self.eos),
-            stopping_criteria=StoppingCriteriaList([rows_done]))
+            **generate_kwargs(call_budget, sampling.temperature, sampling.top_p, self.pad, self.eos),
+            stopping_criteria=StoppingCriteriaList([rows_done]), **cache)
         return [_cut(row, budget, self.eos, at)
-                for row, budget, at in zip(out[:, width:].tolist(), budgets, rows_done.loop_at, strict=True)]
+                for row, budget, at in zip(out[:real, width:].tolist(), budgets[:real], rows_done.loop_at[:real],
+                                           strict=True)]

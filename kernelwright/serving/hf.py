@@ -6,8 +6,10 @@ waits); generation runs on one worker thread (generate_queue.py), where the requ
 the model is free and whose sampling is compatible share one left-padded `generate` call, up to
 `max_batch_sequences` candidates (0: one request at a time). A seeded request with temperature > 0
 runs alone, so `seed` is honoured. The event loop stays free for health checks, queue answers and
-streaming. A client that goes away (streaming or not) takes its rows out at the next token; the
-other requests of its batch go on.
+streaming. On a CUDA device the calls use a static KV cache (`kv_cache`; generate_queue.py pads them
+to few shapes, so transformers compiles the decoding step a few times, not once a batch). A client
+that goes away (streaming or not) takes its rows out at the next token; the other requests of its
+batch go on.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from kernelwright.serving.generate_queue import GenerateQueue, Job
 
 class HFServingBackend:
     def __init__(self, model: Any, tokenizer: Any, max_batch_sequences: int = ServeConfig.max_batch_sequences,
-                 stop_loops: bool = ServeConfig.stop_loops) -> None:
+                 stop_loops: bool = ServeConfig.stop_loops, static_cache: bool = False) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.eos: int | None = tokenizer.eos_token_id
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos
-        self.queue = GenerateQueue(model, self.eos, 0 if pad is None else int(pad), max_batch_sequences, stop_loops)
+        self.queue = GenerateQueue(model, self.eos, 0 if pad is None else int(pad), max_batch_sequences, stop_loops,
+                                   static_cache)
         weakref.finalize(self, self.queue.close)  # a backend let go of (the old version after a reload)
 
     def check_sampling(self, sampling: Sampling) -> None:

@@ -113,12 +113,19 @@ def batching_for(model: Any, cfg: ServeConfig, name: str) -> str:
     return "sequential"
 
 
+def static_cache_for(model: Any, cfg: ServeConfig) -> bool:
+    """Whether sequential batching generates with a static KV cache: `cfg.kv_cache`, auto meaning on a CUDA device."""
+    if cfg.kv_cache != "auto":
+        return cfg.kv_cache == "static"
+    return getattr(getattr(model, "device", None), "type", "cpu") == "cuda"
+
+
 def hf_backend(model: Any, tokenizer: Any, cfg: ServeConfig, batching: str | None = None) -> ServingBackend:
     """The loaded model behind `batching` (continuous or sequential; None: `batching_for` the model)."""
     if (batching or batching_for(model, cfg, "the model")) == "sequential":
         from kernelwright.serving.hf import HFServingBackend
 
-        return HFServingBackend(model, tokenizer, cfg.max_batch_sequences, cfg.stop_loops)
+        return HFServingBackend(model, tokenizer, cfg.max_batch_sequences, cfg.stop_loops, static_cache_for(model, cfg))
     from kernelwright.serving.batching import ContinuousBatchingBackend, EngineSizes
 
     sizes = EngineSizes(cfg.cb_num_blocks, cfg.cb_page_size, cfg.cb_max_batch_tokens, cfg.cb_max_requests_per_batch,

@@ -1,0 +1,130 @@
+"""Sequential batching with a static KV cache (`kv_cache`): the same answers as the dynamic cache, from calls
+padded to few shapes (rows to a power of two, the cache to a multiple of STATIC_CACHE_STEP tokens).
+
+On a CPU transformers compiles nothing, so these tests check the padding and the answers; the GPU test
+checks the same where the decoding step is compiled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from kernelwright.serving.backend import Completion, Sampling
+from kernelwright.serving.config import ServeConfig
+from kernelwright.serving.generate_queue import STATIC_CACHE_STEP, padded_rows, static_budget
+from kernelwright.serving.hf import HFServingBackend
+from kernelwright.serving.loading import static_cache_for
+from tests.serving.pipeline_model import micro_base
+
+PROMPTS = ["def f(x):\n    return", "import os\nimport sys\n\ndef main(argv):\n    for a in argv:\n        print(",
+           "class A:"]
+BUDGETS = (12, 5, 9)
+
+
+def test_rows_pad_to_a_power_of_two_and_the_cache_to_a_multiple_of_the_step() -> None:
+    assert [padded_rows(n) for n in (1, 2, 3, 4, 5, 8, 9, 16)] == [1, 2, 4, 4, 8, 8, 16, 16]
+    assert static_budget(100, 12) == STATIC_CACHE_STEP - 100
+    assert static_budget(1000, 24) == STATIC_CACHE_STEP - 1000
+    assert static_budget(1000, 25) == 2 * STATIC_CACHE_STEP - 1000
+    assert static_budget(0, STATIC_CACHE_STEP) == STATIC_CACHE_STEP
+
+
+def test_auto_is_static_on_a_cuda_device_only() -> None:
+    class OnDevice:
+        def __init__(self, kind: str) -> None:
+            self.device = torch.device(kind)
+
+    assert static_cache_for(OnDevice("cuda"), ServeConfig()) is True
+    assert static_cache_for(OnDevice("cpu"), ServeConfig()) is False
+    assert static_cache_for(OnDevice("cpu"), ServeConfig(kv_cache="static")) is True
+    assert static_cache_for(OnDevice("cuda"), ServeConfig(kv_cache="dynamic")) is False
+    with pytest.raises(ValueError, match="kv_cache must be auto, static or dynamic"):
+        ServeConfig(kv_cache="paged")
+
+
+@pytest.fixture(scope="module")
+def micro_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return micro_base(tmp_path_factory)
+
+
+def _backend(path: Path, static: bool, device: str = "cpu") -> HFServingBackend:
+    from kernelwright.models import load_base_model, load_tokenizer
+
+    tokenizer = load_tokenizer(path)
+    tokenizer.eos_token_id = None  # nothing ends a sequence but its token budget
+    model = load_base_model(path, dtype=torch.float32, device=device).eval()
+    return HFServingBackend(model, tokenizer, 16, static_cache=static)
+
+
+@pytest.fixture(scope="module")
+def pair(micro_dir: Path) -> Iterator[tuple[HFServingBackend, HFServingBackend]]:
+    dynamic, static = _backend(micro_dir, False), _backend(micro_dir, True)
+    yield dynamic, static
+    dynamic.close()
+    static.close()
+
+
+def _calls(backend: HFServingBackend, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """What each generate call of the backend's model was given: rows, new-token budget, cache."""
+    seen: list[dict[str, Any]] = []
+    run = backend.model.generate
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append({"rows": kwargs["input_ids"].shape[0], "width": kwargs["input_ids"].shape[1],
+                     "max_new_tokens": kwargs["max_new_tokens"], "cache": kwargs.get("cache_implementation")})
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(backend.model, "generate", spy)
+    return seen
+
+
+async def _together(backend: HFServingBackend, budgets: tuple[int, ...]) -> list[Completion]:
+    with backend.queue._cond:  # the worker takes nothing until all three wait
+        tasks = [asyncio.ensure_future(backend.generate([p], Sampling(max_new_tokens=n)))
+                 for p, n in zip(PROMPTS, budgets, strict=True)]
+        while len(backend.queue._jobs) < len(budgets):
+            await asyncio.sleep(0)
+    return [(await t)[0] for t in tasks]
+
+
+def test_a_static_call_pads_rows_and_cache_and_answers_as_the_dynamic_cache(pair, monkeypatch) -> None:
+    dynamic, static = pair
+    expected = asyncio.run(_together(dynamic, BUDGETS))
+    calls = _calls(static, monkeypatch)
+    got = asyncio.run(_together(static, BUDGETS))
+    assert got == expected
+    assert [c.completion_tokens for c in got] == list(BUDGETS)
+    (call,) = calls
+    assert call["rows"] == 4 and call["cache"] == "static"  # three requests and one filler row
+    assert (call["width"] + call["max_new_tokens"]) % STATIC_CACHE_STEP == 0
+
+
+def test_a_stream_beside_filler_rows_yields_its_tokens_then_the_dynamic_answer(pair) -> None:
+    dynamic, static = pair
+
+    async def streamed(backend: HFServingBackend) -> list[str | Completion]:
+        return [p async for p in backend.stream(PROMPTS[1], Sampling(max_new_tokens=10))]
+
+    expected = asyncio.run(streamed(dynamic))[-1]
+    pieces = asyncio.run(streamed(static))
+    assert pieces[-1] == expected
+    assert "".join(p for p in pieces[:-1] if isinstance(p, str)) == expected.text
+
+
+@pytest.mark.gpu
+def test_on_a_cuda_device_the_compiled_static_cache_answers_as_the_dynamic_one(micro_dir: Path) -> None:
+    """Where transformers compiles the decoding step: two calls of one shape, the same answers as dynamic."""
+    dynamic, static = _backend(micro_dir, False, "cuda"), _backend(micro_dir, True, "cuda")
+    try:
+        expected = asyncio.run(_together(dynamic, BUDGETS))
+        assert asyncio.run(_together(static, BUDGETS)) == expected
+        assert asyncio.run(_together(static, BUDGETS)) == expected
+    finally:
+        dynamic.close()
+        static.close()

@@ -75,8 +75,8 @@ class ServeConfig:
     kv_cache: str = field(default="auto", metadata={
         "help": "With sequential batching, the KV cache of a generate call. static: a fixed-size cache whose "
                 "decoding step transformers compiles on an accelerator (the first call of each shape ~30 s); a "
-                "call's rows are padded to a power of two and its cache to a multiple of 1024 tokens, so few "
-                "shapes are ever compiled. dynamic: a cache that grows with the call, nothing compiled. auto: "
+                "call's rows are padded to max_batch_sequences and its cache to a multiple of 1024 tokens, so "
+                "few shapes are ever compiled. dynamic: a cache that grows with the call, nothing compiled. auto: "
                 "static where the model sits on a CUDA device, else dynamic (on a CPU nothing is compiled, so "
                 "static only adds padding)."})
     stop_loops: bool = field(default=True, metadata={

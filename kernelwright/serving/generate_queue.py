@@ -12,10 +12,12 @@ With `stop_loops` (on by default) a row caught in a repetition loop (`generation
 ends in the loop, as evaluation's do.
 
 With `static_cache` the call uses a static KV cache, whose decoding step transformers compiles on an
-accelerator once per shape (batch rows, cache length): so the rows are padded to a power of two with
-filler rows that are done from the start (`padded_rows`), and the cache to a multiple of
-`STATIC_CACHE_STEP` tokens (`static_budget`: the call's token budget grows to fill it, each row still
-stops at its own), and a server meets a handful of shapes, not one per batch.
+accelerator once per shape (batch rows, cache length): so the rows are padded to `max_batch_sequences`
+(0: to a power of two) with filler rows that are done from the start (`padded_rows`), and the cache to
+a multiple of `STATIC_CACHE_STEP` tokens (`static_budget`: the call's token budget grows to fill it,
+each row still stops at its own). Transformers never shrinks a model's static cache length between
+calls, so a server meets one row count and at most a handful of cache lengths, not a shape per batch
+(a decoding step for a few rows costs about what one for all of them does: it is host-bound).
 
 Streamed requests get their tokens as each step makes them (`_RowStreamer`). A request whose
 caller is cancelled (its client went away) has its rows marked done at the next step; the other
@@ -48,9 +50,10 @@ Event = int | list[list[int]] | BaseException
 STATIC_CACHE_STEP = 1024  # a static cache's length is a multiple of this many tokens
 
 
-def padded_rows(rows: int) -> int:
-    """The rows a static-cache call is padded to: the power of two at or above `rows`."""
-    return 1 << max(rows - 1, 0).bit_length()
+def padded_rows(rows: int, max_batch_sequences: int) -> int:
+    """The rows a static-cache call is padded to: `max_batch_sequences` where `rows` fit (0, or a request with
+    more candidates than that: the power of two at or above `rows`)."""
+    return max_batch_sequences if rows <= max_batch_sequences else 1 << max(rows - 1, 0).bit_length()
 
 
 def static_budget(width: int, budget: int, step: int = STATIC_CACHE_STEP) -> int:
@@ -241,7 +244,7 @@ class GenerateQueue:
         cancelled = [job.cancelled for job in batch for _ in job.prompts]
         real = len(prompts)
         if self.static_cache:  # filler rows: the first prompt, done from the start (budget 0)
-            fill = padded_rows(real) - real
+            fill = padded_rows(real, self.max_batch_sequences) - real
             owners, prompts = owners + [None] * fill, prompts + [prompts[0]] * fill
             budgets, cancelled = budgets + [0] * fill, cancelled + [threading.Event() for _ in range(fill)]
         width = max(len(ids) for ids in prompts)

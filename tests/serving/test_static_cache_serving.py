@@ -1,5 +1,5 @@
 """Sequential batching with a static KV cache (`kv_cache`): the same answers as the dynamic cache, from calls
-padded to few shapes (rows to a power of two, the cache to a multiple of STATIC_CACHE_STEP tokens).
+padded to few shapes (rows to max_batch_sequences, the cache to a multiple of STATIC_CACHE_STEP tokens).
 
 On a CPU transformers compiles nothing, so these tests check the padding and the answers; the GPU test
 checks the same where the decoding step is compiled.
@@ -27,8 +27,10 @@ PROMPTS = ["def f(x):\n    return", "import os\nimport sys\n\ndef main(argv):\n 
 BUDGETS = (12, 5, 9)
 
 
-def test_rows_pad_to_a_power_of_two_and_the_cache_to_a_multiple_of_the_step() -> None:
-    assert [padded_rows(n) for n in (1, 2, 3, 4, 5, 8, 9, 16)] == [1, 2, 4, 4, 8, 8, 16, 16]
+def test_rows_pad_to_the_batch_bound_and_the_cache_to_a_multiple_of_the_step() -> None:
+    assert [padded_rows(n, 16) for n in (1, 3, 16)] == [16, 16, 16]
+    assert [padded_rows(n, 0) for n in (1, 2, 3, 4, 5, 8, 9)] == [1, 2, 4, 4, 8, 8, 16]  # one request at a time
+    assert padded_rows(8, 4) == 8 and padded_rows(3, 4) == 4  # a request's own candidates beyond the bound
     assert static_budget(100, 12) == STATIC_CACHE_STEP - 100
     assert static_budget(1000, 24) == STATIC_CACHE_STEP - 1000
     assert static_budget(1000, 25) == 2 * STATIC_CACHE_STEP - 1000
@@ -53,13 +55,13 @@ def micro_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return micro_base(tmp_path_factory)
 
 
-def _backend(path: Path, static: bool, device: str = "cpu") -> HFServingBackend:
+def _backend(path: Path, static: bool, device: str = "cpu", max_batch_sequences: int = 16) -> HFServingBackend:
     from kernelwright.models import load_base_model, load_tokenizer
 
     tokenizer = load_tokenizer(path)
     tokenizer.eos_token_id = None  # nothing ends a sequence but its token budget
     model = load_base_model(path, dtype=torch.float32, device=device).eval()
-    return HFServingBackend(model, tokenizer, 16, static_cache=static)
+    return HFServingBackend(model, tokenizer, max_batch_sequences, static_cache=static)
 
 
 @pytest.fixture(scope="module")
@@ -101,8 +103,22 @@ def test_a_static_call_pads_rows_and_cache_and_answers_as_the_dynamic_cache(pair
     assert got == expected
     assert [c.completion_tokens for c in got] == list(BUDGETS)
     (call,) = calls
-    assert call["rows"] == 4 and call["cache"] == "static"  # three requests and one filler row
+    assert call["rows"] == 16 and call["cache"] == "static"  # three requests and 13 filler rows
     assert (call["width"] + call["max_new_tokens"]) % STATIC_CACHE_STEP == 0
+
+
+def test_one_request_at_a_time_pads_its_candidates_to_a_power_of_two(micro_dir: Path, monkeypatch) -> None:
+    dynamic, static = _backend(micro_dir, False, max_batch_sequences=0), _backend(micro_dir, True,
+                                                                                max_batch_sequences=0)
+    try:
+        sampling = Sampling(max_new_tokens=7)
+        expected = asyncio.run(dynamic.generate(PROMPTS, sampling))
+        calls = _calls(static, monkeypatch)
+        assert asyncio.run(static.generate(PROMPTS, sampling)) == expected
+    finally:
+        dynamic.close()
+        static.close()
+    assert [c["rows"] for c in calls] == [4]
 
 
 def test_a_stream_beside_filler_rows_yields_its_tokens_then_the_dynamic_answer(pair) -> None:

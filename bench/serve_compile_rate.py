@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import sys
 import threading
 import time
@@ -79,6 +80,15 @@ def ask(url: str, problem: Path, timeout_s: float) -> dict[str, Any]:
     return row
 
 
+def latency(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Seconds an answer took (median, slowest), and the answers' generated tokens over their summed seconds."""
+    seconds = sorted(r["latency_s"] for r in rows)
+    tokens = sum(r.get("completion_tokens") or 0 for r in rows)
+    return {"median_s": round(statistics.median(seconds), 2) if seconds else None,
+            "max_s": round(seconds[-1], 2) if seconds else None,
+            "tokens_per_answer_s": round(tokens / sum(seconds), 1) if seconds and sum(seconds) > 0 else None}
+
+
 def figures(rows: list[dict[str, Any]], concurrency: int, command: str, complete: bool) -> dict[str, Any]:
     compiled = sum(r["compiles"] for r in rows)
     return {"what": "compile pass rate of POST /v1/kernels/generate on held-out problems, server defaults",
@@ -87,7 +97,8 @@ def figures(rows: list[dict[str, Any]], concurrency: int, command: str, complete
             "failed_requests": sum(r["status"] != 200 for r in rows),
             # what the server's repair (its --repair: resample or feedback) turned around
             "repaired": sum(r.get("repairs", 0) > 0 for r in rows),
-            "compiled_after_repair": sum(r["compiles"] and r.get("repairs", 0) > 0 for r in rows), "rows": rows}
+            "compiled_after_repair": sum(r["compiles"] and r.get("repairs", 0) > 0 for r in rows),
+            "latency": latency(rows), "rows": rows}
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -129,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     out = figures(rows, args.concurrency, command, complete=True)
     write_json(args.json, out)
     partial.unlink(missing_ok=True)
-    sys.stdout.write(f"compile pass rate {out['compiled']}/{len(rows)} = {out['compile_rate']:.2f}\n")
+    sys.stdout.write(f"compile pass rate {out['compiled']}/{len(rows)} = {out['compile_rate']:.2f}; answers took "
+                     f"{out['latency']['median_s']} s (median), {out['latency']['max_s']} s at most\n")
     return 0
 
 

@@ -70,6 +70,9 @@ def test_answers_in_the_samples_order_with_requests_side_by_side(tmp_path: Path)
     assert 1 < StandIn.most <= 3
     assert got["complete"] is True and got["repaired"] == 0 and got["compiled_after_repair"] == 0
     assert not (tmp_path / "rate.partial.json").exists()  # the whole figure replaced the running one
+    slowest = max(r["latency_s"] for r in got["rows"])
+    assert got["latency"]["max_s"] == round(slowest, 2) and 0 < got["latency"]["median_s"] <= slowest
+    assert got["latency"]["tokens_per_answer_s"] > 0  # five answers of 7 tokens; the 500 has none
 
 
 def test_a_run_cut_short_leaves_the_answers_so_far(tmp_path: Path, monkeypatch) -> None:

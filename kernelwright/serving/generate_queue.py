@@ -223,7 +223,7 @@ class GenerateQueue:
     def _work(self) -> None:
         while (batch := self._take()) is not None:
             try:
-                rows = self._generate(batch)
+                rows = self._generate_or_fall_back(batch)
             except Exception as exc:  # the batch's callers get the error (a 500); the worker goes on
                 log.exception("generation failed for a batch of %d requests", len(batch))
                 for job in batch:
@@ -235,6 +235,20 @@ class GenerateQueue:
             for job in batch:  # a job cut short by close gets no answer but that
                 job.post(_shutting_down() if job.closed else rows[:len(job.prompts)])
                 rows = rows[len(job.prompts):]
+
+    def _generate_or_fall_back(self, batch: list[Job]) -> list[list[int]]:
+        """`_generate`; where a static-cache call fails (a transformers or model that cannot hold or compile one),
+        the queue turns to the dynamic cache for good and makes the batch again, so a default never fails
+        every request."""
+        try:
+            return self._generate(batch)
+        except Exception:
+            if not self.static_cache or any(job.cancelled.is_set() for job in batch):
+                raise
+            log.warning("a generate call with the static KV cache failed: generating with the dynamic cache from "
+                        "now on (kv_cache dynamic)", exc_info=True)
+            self.static_cache = False
+            return self._generate(batch)
 
     @torch.inference_mode()
     def _generate(self, batch: list[Job]) -> list[list[int]]:

@@ -144,3 +144,24 @@ def test_on_a_cuda_device_the_compiled_static_cache_answers_as_the_dynamic_one(m
     finally:
         dynamic.close()
         static.close()
+
+
+def test_a_static_call_that_fails_turns_the_queue_to_the_dynamic_cache(micro_dir: Path, monkeypatch) -> None:
+    """A transformers or model that cannot hold a static cache costs one warning, not every request."""
+    dynamic, static = _backend(micro_dir, False), _backend(micro_dir, True)
+    run = static.model.generate
+
+    def no_static(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("cache_implementation") == "static":
+            raise NotImplementedError("this model's cache cannot be static")
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(static.model, "generate", no_static)
+    try:
+        expected = asyncio.run(_together(dynamic, BUDGETS))
+        assert asyncio.run(_together(static, BUDGETS)) == expected
+        assert static.queue.static_cache is False
+        assert asyncio.run(_together(static, BUDGETS)) == expected
+    finally:
+        dynamic.close()
+        static.close()

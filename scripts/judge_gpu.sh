@@ -30,8 +30,9 @@
 #    (verify_throughput_held_outputs.json), then every fixture once with it off (verify_fixtures_unheld_outputs.json;
 #    step `held`, not in the default STEPS; the `fixtures` step runs them with it on);
 # 9. the judge's clock ending its rounds once the timer reads within its bound (early_stop_clock): kernelwright
-#    and kernelwright with it on, twice each (verify_throughput_early_clock.json), then every fixture once with it
-#    on (verify_fixtures_early_clock.json; step `early`, not in the default STEPS).
+#    and kernelwright with it on, twice each, and KernelBench's best mode once, so that both ratios come from one
+#    run (verify_throughput_early_clock.json), then every fixture once with it on (verify_fixtures_early_clock.json;
+#    step `early`, not in the default STEPS).
 # The steps run in the order STEPS names them (`STEPS="fixtures throughput"`: the fixtures first); a name
 # that is no step ends the script before any work.
 # Env: JOBS (default 16), PYTHON, STEPS (default "throughput header wait fixtures calibration fidelity"),
@@ -106,7 +107,7 @@ run_held() {
 }
 
 run_early() {
-  throughput_step early verify_throughput_early_clock.json 2 kernelwright,kernelwright_early
+  throughput_step early verify_throughput_early_clock.json 2 kernelwright,kernelwright_early,kernelbench_best_mode
   step early "$OUT/verify_fixtures_early_clock.json" \
     "$PYTHON" bench/verify_fixtures.py --jobs "$JOBS" --runs 1 --early-stop-clock \
     --json "$OUT/verify_fixtures_early_clock.json"

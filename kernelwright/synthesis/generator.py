@@ -17,7 +17,10 @@ from collections.abc import Callable, Iterator, Sequence
 from kernelwright.errors import UsageError
 from kernelwright.synthesis.task import FAMILIES, SynthTask
 
-GENERATOR_VERSION = "4"  # 4: the gather and matmul hosts restate the index contract or the weight layout
+GENERATOR_VERSION = "5"  # 5: an elementwise solution's kernel and host are named after no op, one name each
+# (`chain_kernel`, `chain_forward`): version 4's names of the whole chain were copied shortened or with another drawn
+# word (launches of kernels never defined);
+# 4: the gather and matmul hosts restate the index contract or the weight layout
 # ("// torch.gather(x, 1, idx): idx is (rows, k), ...", "// x @ w: w is (K, N), ...") in a comment just before the
 # checks and sizes it decides (a version-3 model wrote gather_dim1's kernel with take_along_dim's host checks), and
 # an elementwise kernel is named after its whole chain, not its first two ops (a version-3 model wrote the name's

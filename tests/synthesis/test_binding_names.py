@@ -36,3 +36,26 @@ def test_a_seeds_problems_are_those_of_version_2() -> None:
     runs of either version compare task by task."""
     problems = "\n".join(t.reference for t in generate_tasks(40, seed=0))
     assert hashlib.sha256(problems.encode()).hexdigest() == VERSION_2_PROBLEMS
+
+
+_KERNELS = re.compile(r"__global__ void (\w+)\(")
+
+
+def test_an_elementwise_solution_names_no_op_of_its_chain() -> None:
+    """Version 5: an elementwise kernel is `chain_kernel` (with `_vec`/`_scalar` where there are two) and its host
+    `chain_forward`: a name of the chain's first two ops was written and the rest dropped (version 3), a name of
+    every op copied shortened in its launch (version 4)."""
+    from kernelwright.synthesis import ops as O
+
+    op = re.compile(r"(?:^|_)(" + "|".join(sorted(O.OPS, key=len, reverse=True)) + r")(?:_|$)")
+    seen = 0
+    for task in generate_tasks(160, seed=3):
+        if task.family != "elementwise":
+            continue
+        seen += 1
+        kernels, host = _KERNELS.findall(task.solution), _FUNCTIONS.findall(task.solution)
+        assert host == ["chain_forward"] and kernels, (task.id, host)
+        assert all(k.startswith("chain_kernel") and not op.search(k) for k in kernels), (task.id, kernels)
+        launched = set(re.findall(r"(\w+)\s*<<<", task.solution))
+        assert launched and launched <= set(kernels), (task.id, launched)
+    assert seen >= 20

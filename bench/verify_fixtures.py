@@ -29,11 +29,12 @@ FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "veri
 
 
 def cases(n_seeds: int | None, cache: str, split: bool, held: bool = True,
-          early: bool = False) -> list[tuple[str, str, VerifyConfig]]:
+          early: bool = True) -> list[tuple[str, str, VerifyConfig]]:
     """(name, expected reason, config): every fixture, then `n_seeds` seed solutions one per category
     (None: all of them); `held`: the trials' outputs held and a few read back (held_timed_outputs, the
     default); False: every timed output read back under the lock, as judges before version 22; `early`: the
-    clock's rounds ended once the timer reads within its bound (early_stop_clock)."""
+    clock's rounds ended once the timer reads within its bound (early_stop_clock, the default since judge
+    version 23); False: every round runs."""
     expected = json.loads((FIXTURES / "expected.json").read_text())
     out = []
     for name in sorted(expected, key=lambda n: (n.startswith("honest"), n)):
@@ -101,9 +102,9 @@ def main() -> int:
     ap.add_argument("--no-held-timed-outputs", dest="held", action="store_false",
                     help="every timed output read back under the timing lock (VerifyConfig.held_timed_outputs off, "
                          "as judges before version 22); default: held by the runner and a few read back")
-    ap.add_argument("--early-stop-clock", dest="early", action="store_true",
-                    help="the judge's clock ends its rounds once the timer reads within its bound "
-                         "(VerifyConfig.early_stop_clock)")
+    ap.add_argument("--no-early-stop-clock", dest="early", action="store_false",
+                    help="every round of the judge's clock runs (VerifyConfig.early_stop_clock off, as judges "
+                         "before version 23); default: the rounds end once the timer reads within its bound")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     if args.runs < 1:

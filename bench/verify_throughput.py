@@ -30,8 +30,9 @@ Candidates: the honest seed solutions of N distinct tasks (each against its own 
   judge reads them all back under the timing lock, as judges before version 22 did; on, the default,
   it holds them with their sums and the judge reads back the 8 it chooses): not in the default
   phases; an A/B.
-- early: kernelwright with `early_stop_clock` on (the judge's clock ends its rounds once the timer
-  reads within its bound: verifier/timing.settled): not in the default phases; an A/B.
+- full_clock: kernelwright with `early_stop_clock` off (every round of the judge's clock runs, as
+  judges before version 23; on, the default, the rounds end once the timer reads within its bound:
+  verifier/timing.settled): not in the default phases; an A/B.
 - wide: kernelwright with twice as many workers as `--jobs` (builds of one wave overlap the GPU
   phases of another): not in the default phases; KernelBench keeps one process per core.
 `--warm-header` builds torch's precompiled extension.h before each kernelwright phase if it is
@@ -134,7 +135,7 @@ def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, s
                      cold_header: bool = False, profiler_warm_up: bool = True, slim_header: bool = True,
                      generic_bindings: bool = True, blocking_gpu_wait: bool = True, gpu_gate: bool = False,
                      cpu_profile_dir: str | None = None, gpu_inputs: bool = True, held: bool = True,
-                     early: bool = False) -> dict:
+                     early: bool = True) -> dict:
     if cold_header:
         for f in header_files():
             f.unlink(missing_ok=True)
@@ -208,7 +209,7 @@ def per_hour(res: dict) -> float:
 PHASES = ("kernelwright", "kernelbench_best_mode", "kernelwright_serial", "kernelwright_late_profiler",
           "kernelwright_wide", "kernelwright_extension_h", "kernelwright_slim", "kernelwright_spin",
           "kernelwright_gate", "kernelwright_profiled", "kernelwright_host_inputs", "kernelwright_unheld",
-          "kernelwright_early")
+          "kernelwright_full_clock")
 
 
 def _phase(name: str, tasks: list[SeedTask], args: argparse.Namespace) -> dict:
@@ -226,8 +227,8 @@ def _phase(name: str, tasks: list[SeedTask], args: argparse.Namespace) -> dict:
         return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, gpu_gate=True)
     if name == "kernelwright_host_inputs":  # A/B of inputs made on the GPU (verifier/inputs.py draw_on_gpu)
         return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, gpu_inputs=False)
-    if name == "kernelwright_early":  # A/B of the clock's rounds ended once the timer is within its bound
-        return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, early=True)
+    if name == "kernelwright_full_clock":  # A/B of every round of the clock (early_stop_clock off)
+        return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, early=False)
     if name == "kernelwright_unheld":  # A/B of every timed output read back under the lock (held_outputs.py)
         return run_kernelwright(tasks, args.jobs, args.timing_budget_s, args.split_build, held=False)
     if name == "kernelwright_profiled":  # where the judges' and runners' CPU goes (cProfile)

@@ -29,10 +29,11 @@
 #    timed output read back under the lock: kernelwright and kernelwright with it off, twice each
 #    (verify_throughput_held_outputs.json), then every fixture once with it off (verify_fixtures_unheld_outputs.json;
 #    step `held`, not in the default STEPS; the `fixtures` step runs them with it on);
-# 9. the judge's clock ending its rounds once the timer reads within its bound (early_stop_clock): kernelwright
-#    and kernelwright with it on, twice each, and KernelBench's best mode once, so that both ratios come from one
-#    run (verify_throughput_early_clock.json), then every fixture once with it on (verify_fixtures_early_clock.json;
-#    step `early`, not in the default STEPS).
+# 9. the judge's clock ending its rounds once the timer reads within its bound (early_stop_clock, on since judge
+#    23) against every round run: kernelwright and kernelwright with it off, twice each, and KernelBench's best
+#    mode once, so that both ratios come from one run (verify_throughput_early_clock.json), then every fixture
+#    once with it off (verify_fixtures_full_clock.json; step `early`, not in the default STEPS; the `fixtures`
+#    step runs them with it on).
 # The steps run in the order STEPS names them (`STEPS="fixtures throughput"`: the fixtures first); a name
 # that is no step ends the script before any work.
 # Env: JOBS (default 16), PYTHON, STEPS (default "throughput header wait fixtures calibration fidelity"),
@@ -107,10 +108,10 @@ run_held() {
 }
 
 run_early() {
-  throughput_step early verify_throughput_early_clock.json 2 kernelwright,kernelwright_early,kernelbench_best_mode
-  step early "$OUT/verify_fixtures_early_clock.json" \
-    "$PYTHON" bench/verify_fixtures.py --jobs "$JOBS" --runs 1 --early-stop-clock \
-    --json "$OUT/verify_fixtures_early_clock.json"
+  throughput_step early verify_throughput_early_clock.json 2 kernelwright,kernelwright_full_clock,kernelbench_best_mode
+  step early "$OUT/verify_fixtures_full_clock.json" \
+    "$PYTHON" bench/verify_fixtures.py --jobs "$JOBS" --runs 1 --no-early-stop-clock \
+    --json "$OUT/verify_fixtures_full_clock.json"
 }
 
 KNOWN="throughput header wait gate fixtures calibration fidelity clock profile inputs held early"

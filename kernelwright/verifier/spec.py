@@ -56,7 +56,7 @@ class Spec:
     ledger_token: str | None = None  # this candidate's entry in it
     gpu_inputs: bool = True  # inputs made on the GPU with CUDA's generator (inputs.draw_on_gpu), else on the host
     held_timed_outputs: bool = True  # the trials' outputs held with their sums, a few read back (held_outputs.py)
-    early_stop_clock: bool = False  # the clock's rounds end once the timer is within its bound (timing.settled)
+    early_stop_clock: bool = True  # the clock's rounds end once the timer is within its bound (timing.settled)
     cpu_profile: str | None = None  # folder for the judge's and the runner's cProfile files (cpu_profile.py); None: off
 
 

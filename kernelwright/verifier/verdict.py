@@ -66,7 +66,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-JUDGE_VERSION = "22"  # 22: the runner holds the timed trials' outputs with their sums and the judge
+JUDGE_VERSION = "23"  # 23: the judge's clock ends its rounds once the timer reads within its bound, not
+# disturbed (early_stop_clock on): a later round could only lower the estimate, which rejects nothing more;
+# 22: the runner holds the timed trials' outputs with their sums and the judge
 # reads back the 8 it chooses (held_timed_outputs on): fewer outputs written and read under the lock;
 # 21: inputs are made on the GPU with CUDA's generator (other numbers than the
 # host's: every draw changes), not on the host and copied;

@@ -73,15 +73,15 @@ exit 0
 
 def test_the_ab_steps_run_each_side_and_the_fixtures_with_the_setting_they_test(tmp_path: Path) -> None:
     """held: the default (outputs held) against kernelwright_unheld, then the fixtures with it off;
-    early: kernelwright against kernelwright_early beside KernelBench's best mode, then the fixtures with the
-    clock's early stop on."""
+    early: the default (the clock's early stop) against kernelwright_full_clock beside KernelBench's best mode,
+    then the fixtures with every round of the clock."""
     out = tmp_path / "out"
     calls = _benches(run_with_stand_in(SCRIPT, FLAGS_STAND_IN, tmp_path, out, {"STEPS": "held early"}, cwd=ROOT))
     assert len(calls) == 4
     assert calls[0].startswith("verify_throughput.py") and "--phases kernelwright,kernelwright_unheld" in calls[0]
     assert calls[1].startswith("verify_fixtures.py") and calls[1].endswith("--no-held-timed-outputs")
     assert calls[2].startswith("verify_throughput.py")
-    assert "--phases kernelwright,kernelwright_early,kernelbench_best_mode" in calls[2]
-    assert calls[3].startswith("verify_fixtures.py") and calls[3].endswith("--early-stop-clock")
+    assert "--phases kernelwright,kernelwright_full_clock,kernelbench_best_mode" in calls[2]
+    assert calls[3].startswith("verify_fixtures.py") and calls[3].endswith("--no-early-stop-clock")
     assert (out / "verify_fixtures_unheld_outputs.json").is_file()
-    assert (out / "verify_fixtures_early_clock.json").is_file()
+    assert (out / "verify_fixtures_full_clock.json").is_file()

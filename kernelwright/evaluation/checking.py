@@ -56,30 +56,64 @@ def _source(c: Candidate) -> str:
     return source_text(c.path) if c.path else ""  # "" past the size limit: read_inputs gives the reason
 
 
-def nvrtc_results(cands: Sequence[Candidate], cache_dir: Path | None = None) -> list[bool]:
-    """Device code of each candidate compiles with NVRTC (no CUDA string: False); results are kept in
-    `cache_dir` (None: in this process only)."""
+@dataclass(frozen=True)
+class Compiles:
+    """Whether a candidate's code compiles here; where not, the stage that failed and its first error."""
+
+    ok: bool
+    why: str = ""
+
+
+def first_error_line(log: str) -> str:
+    """A compiler log's first line that names an error (else its first line), at most 300 characters."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors or lines or ["(no compiler output)"])[0][:300]
+
+
+def _has_kernel(source: str) -> bool:
+    return bool(source.strip()) and "__global__" in source
+
+
+def nvrtc_checks(cands: Sequence[Candidate], cache_dir: Path | None = None) -> list[Compiles]:
+    """Device code of each candidate compiled with NVRTC (no CUDA string with a kernel: not compiled); results
+    are kept in `cache_dir` (None: in this process only)."""
     sources = [cuda_source_of(_source(c)) for c in cands]
-    todo = [s for s in sources if s.strip() and "__global__" in s]
-    it = iter(compile_many(todo, os.cpu_count() or 1, cache_dir=cache_dir).results)
-    return [next(it).ok if (s.strip() and "__global__" in s) else False for s in sources]
+    it = iter(compile_many([s for s in sources if _has_kernel(s)], os.cpu_count() or 1, cache_dir=cache_dir).results)
+    out = []
+    for s in sources:
+        if not _has_kernel(s):
+            out.append(Compiles(False, "no CUDA source with a __global__ kernel to compile"))
+            continue
+        r = next(it)
+        out.append(Compiles(True) if r.ok else
+                   Compiles(False, f"the device code does not compile (NVRTC): {first_error_line(r.log)}"))
+    return out
 
 
-def with_host_checks(cands: Sequence[Candidate], nvrtc: list[bool]) -> list[bool]:
+def host_checks(cands: Sequence[Candidate], checks: list[Compiles]) -> list[Compiles]:
     """On a machine without a GPU, a candidate compiles only where the whole compile check passes
     too (`cuda.compile_check`: its load_inline sources resolved, the device and the host stage):
     NVRTC's device compile never sees host code (an infill task's launch configuration, a launcher
     passing a pointer where a scalar goes) nor a source argument the file never binds, and counting
-    NVRTC alone doubled the compile rate of one model's held-out compositions against the GPU's."""
+    NVRTC alone doubled the compile rate of one model's held-out compositions against the GPU's.
+    A failure says which stage it was and that stage's first error."""
     from kernelwright.cuda.compile_check import check_many
 
-    todo = [i for i, c in enumerate(cands) if c.path is not None and nvrtc[i]]
+    todo = [i for i, c in enumerate(cands) if c.path is not None and checks[i].ok]
     if not todo:
-        return nvrtc
-    results = check_many([_source(cands[i]) for i in todo])
-    out = list(nvrtc)
-    for i, r in zip(todo, results, strict=True):
-        out[i] = r.ok
+        return checks
+    out = list(checks)
+    for i, r in zip(todo, check_many([_source(cands[i]) for i in todo]), strict=True):
+        if r.ok:
+            continue
+        if r.device.status == "failed":
+            why = f"the device code does not compile (NVRTC): {first_error_line(r.device.log)}"
+        elif r.host.status == "failed":
+            why = f"the host code does not compile (host compiler): {first_error_line(r.host.log)}"
+        else:
+            why = f"the compile check could not build it: {first_error_line(r.device.log or r.host.log)}"
+        out[i] = Compiles(False, why)
     return out
 
 
@@ -106,10 +140,10 @@ def _row(c: Candidate, v: Verdict, nvrtc_ok: bool, ran_on_gpu: bool) -> Row:
                nvrtc_ok=nvrtc_ok, compiled=_compiled(v, nvrtc_ok, ran_on_gpu), gpu_verified=ran_on_gpu, verdict=v)
 
 
-def not_verified(nvrtc_ok: bool, reason: str) -> Verdict:
+def not_verified(compiles: Compiles, reason: str) -> Verdict:
     """A candidate that passed the static checks on a machine without a GPU."""
-    if not nvrtc_ok:
-        return Verdict.of("compile_error", "device code does not compile with NVRTC")
+    if not compiles.ok:
+        return Verdict.of("compile_error", compiles.why or "its code does not compile")
     return Verdict.of("no_gpu", reason)
 
 
@@ -117,9 +151,9 @@ def check_candidates(cands: Sequence[Candidate], cfg: VerifyConfig, jobs: int, g
                      verifier: Verifier, no_gpu_reason: str = "", nvrtc_cache: Path | None = None) -> list[Row]:
     """Rows in candidate order. `cfg` gives the protocol settings; problem/candidate are filled in; NVRTC's
     results are kept in `nvrtc_cache`."""
-    nvrtc = nvrtc_results(cands, nvrtc_cache)
+    checks = nvrtc_checks(cands, nvrtc_cache)
     if not gpu:
-        nvrtc = with_host_checks(cands, nvrtc)
+        checks = host_checks(cands, checks)
     pre = [pre_verdict(c) for c in cands]
     todo = [i for i, v in enumerate(pre) if v is None]
     verdicts: dict[int, Verdict] = {}
@@ -129,9 +163,9 @@ def check_candidates(cands: Sequence[Candidate], cfg: VerifyConfig, jobs: int, g
     rows = []
     for i, c in enumerate(cands):
         # PyTorch compute in ModelNew or its host code: a warning on whatever verdict the run reached
-        v = pre[i] or with_warnings(verdicts.get(i) or not_verified(nvrtc[i], no_gpu_reason),
+        v = pre[i] or with_warnings(verdicts.get(i) or not_verified(checks[i], no_gpu_reason),
                                     source_warnings(_source(c)))
-        rows.append(_row(c, v, nvrtc[i], i in verdicts))
+        rows.append(_row(c, v, checks[i].ok, i in verdicts))
     return rows
 
 

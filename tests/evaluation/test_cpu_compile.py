@@ -9,7 +9,7 @@ import pytest
 
 from kernelwright.cuda.nvrtc import program
 from kernelwright.evaluation.candidates import Candidate
-from kernelwright.evaluation.checking import nvrtc_results, with_host_checks
+from kernelwright.evaluation.checking import host_checks, not_verified, nvrtc_checks
 from kernelwright.seed import load_seed_tasks
 from kernelwright.verifier.problems import Problem
 
@@ -33,6 +33,18 @@ def test_device_code_that_compiles_is_not_enough_without_a_gpu(tmp_path: Path) -
     host = honest.replace("xc.numel()", "xc.numel_typo()")  # the launcher's host code does not compile
     assert unbound != honest and host != honest
     cands = _candidates(tmp_path, {"honest": honest, "unbound": unbound, "host": host})
-    nvrtc = nvrtc_results(cands)
-    assert nvrtc == [True, True, True]  # NVRTC sees the device code only
-    assert with_host_checks(cands, nvrtc) == [True, False, False]
+    nvrtc = nvrtc_checks(cands)
+    assert [c.ok for c in nvrtc] == [True, True, True]  # NVRTC sees the device code only
+    whole = host_checks(cands, nvrtc)
+    assert [c.ok for c in whole] == [True, False, False]
+    assert whole[2].why.startswith("the host code does not compile (host compiler): ") and "numel_typo" in whole[2].why
+    verdict = not_verified(whole[2], "no GPU here")
+    assert verdict.reason == "compile_error" and verdict.detail == whole[2].why
+
+
+def test_a_device_compile_error_names_nvrtc_and_its_first_error(tmp_path: Path) -> None:
+    broken = TASK.solution.replace("__global__ void", "__global__ void undeclared_type_t x;\n__global__ void", 1)
+    assert broken != TASK.solution
+    (check,) = nvrtc_checks(_candidates(tmp_path, {"broken": broken}))
+    assert not check.ok and check.why.startswith("the device code does not compile (NVRTC): ")
+    assert "error" in check.why and "\n" not in check.why

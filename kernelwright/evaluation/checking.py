@@ -20,10 +20,12 @@ from kernelwright.cuda.spans import cuda_source_of
 from kernelwright.errors import UsageError
 from kernelwright.evaluation.candidates import Candidate
 from kernelwright.pysource import source_text
+from kernelwright.verifier.build_failure import first_error
 from kernelwright.verifier.config import VerifyConfig
 from kernelwright.verifier.verdict import Verdict
 from kernelwright.verifier.verify import read_inputs, source_warnings, static_verdict, with_warnings
 
+NVRTC_FAILED = "the device code does not compile (NVRTC)"
 NEVER_COMPILED = frozenset({"syntax_error", "no_candidate", "compile_error"})
 
 # runs the candidates that passed `pre_verdict` (so it need not check them again)
@@ -64,11 +66,10 @@ class Compiles:
     why: str = ""
 
 
-def first_error_line(log: str) -> str:
-    """A compiler log's first line that names an error (else its first line), at most 300 characters."""
-    lines = [line.strip() for line in log.splitlines() if line.strip()]
-    errors = [line for line in lines if "error" in line.lower()]
-    return (errors or lines or ["(no compiler output)"])[0][:300]
+def failed(what: str, log: str, stage: str) -> Compiles:
+    """Not compiled: `what` failed, with its log's first error line (build_failure.first_error's, without the
+    excerpt lines under it), at most 300 characters."""
+    return Compiles(False, f"{what}: {first_error(log.splitlines(), stage)[0].splitlines()[0][:300]}")
 
 
 def _has_kernel(source: str) -> bool:
@@ -86,8 +87,7 @@ def nvrtc_checks(cands: Sequence[Candidate], cache_dir: Path | None = None) -> l
             out.append(Compiles(False, "no CUDA source with a __global__ kernel to compile"))
             continue
         r = next(it)
-        out.append(Compiles(True) if r.ok else
-                   Compiles(False, f"the device code does not compile (NVRTC): {first_error_line(r.log)}"))
+        out.append(Compiles(True) if r.ok else failed(NVRTC_FAILED, r.log, "nvrtc"))
     return out
 
 
@@ -108,12 +108,11 @@ def host_checks(cands: Sequence[Candidate], checks: list[Compiles]) -> list[Comp
         if r.ok:
             continue
         if r.device.status == "failed":
-            why = f"the device code does not compile (NVRTC): {first_error_line(r.device.log)}"
+            out[i] = failed(NVRTC_FAILED, r.device.log, "nvrtc")
         elif r.host.status == "failed":
-            why = f"the host code does not compile (host compiler): {first_error_line(r.host.log)}"
+            out[i] = failed("the host code does not compile (host compiler)", r.host.log, "host_compiler")
         else:
-            why = f"the compile check could not build it: {first_error_line(r.device.log or r.host.log)}"
-        out[i] = Compiles(False, why)
+            out[i] = failed("the compile check could not build it", r.device.log or r.host.log, "")
     return out
 
 

@@ -276,9 +276,9 @@ class GenerateQueue:
         call_budget = max(budgets)
         cache: dict[str, Any] = {}
         if self.static_cache:
-            context = getattr(self.model.config, "max_position_embeddings", None) or width + STATIC_CACHE_STEP * 8
+            context = getattr(self.model.config, "max_position_embeddings", None)
             padded = static_budget(width, call_budget)  # within the context: a shape of its own where it is not
-            call_budget = padded if width + padded <= context else max(call_budget, context - width)
+            call_budget = padded if not context or width + padded <= context else max(call_budget, context - width)
             cache = {"cache_implementation": "static"}
         out = self.model.generate(
             input_ids=input_ids, attention_mask=mask, streamer=streamer,

@@ -79,6 +79,10 @@ class ServeConfig:
                 "few shapes are ever compiled. dynamic: a cache that grows with the call, nothing compiled. auto: "
                 "static where the model sits on a CUDA device, else dynamic (on a CPU nothing is compiled, so "
                 "static only adds padding)."})
+    warm_up: bool = field(default=True, metadata={
+        "help": "With the static KV cache: at load (and at each reload), one call of the shape a request with "
+                "default_max_new_tokens gets, two tokens a row, so that the decoding step is compiled before "
+                "/readyz answers 200, not in the first request. false: the first call of each shape compiles."})
     stop_loops: bool = field(default=True, metadata={
         "help": f"With sequential batching, end a candidate caught in a repetition loop ({LOOP_TEST}, "
                 "as evaluation's --stop-loops) there, with finish_reason length, "

@@ -18,6 +18,7 @@ a multiple of `STATIC_CACHE_STEP` tokens (`static_budget`: the call's token budg
 each row still stops at its own). Transformers never shrinks a model's static cache length between
 calls, so a server meets one row count and at most a handful of cache lengths, not a shape per batch
 (a decoding step for a few rows costs about what one for all of them does: it is host-bound).
+`warm_up` makes one call of a default request's shape before the first request, so it is compiled then.
 
 Streamed requests get their tokens as each step makes them (`_RowStreamer`). A request whose
 caller is cancelled (its client went away) has its rows marked done at the next step; the other
@@ -29,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,6 +50,7 @@ Event = int | list[list[int]] | BaseException
 
 
 STATIC_CACHE_STEP = 1024  # a static cache's length is a multiple of this many tokens
+WARM_UP_TOKENS = 2  # tokens a row of the warm-up call makes: the first decoding step is where the compile happens
 
 
 def padded_rows(rows: int, max_batch_sequences: int) -> int:
@@ -78,13 +81,19 @@ class Job:
     prompts: list[list[int]]
     sampling: Sampling
     streaming: bool
-    loop: asyncio.AbstractEventLoop
+    loop: asyncio.AbstractEventLoop | None  # None: the queue's own warm-up, which waits on `answered`
     events: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)
     cancelled: threading.Event = field(default_factory=threading.Event)
     closed: bool = False  # cut short by the queue's close
+    cache_budget: int | None = None  # the warm-up's: the call's new tokens before padding, beyond its rows' own
+    answered: threading.Event = field(default_factory=threading.Event)  # set with the warm-up's result or error
 
     def post(self, event: Event) -> None:
         """Hand an event to the caller's loop (from the worker thread); a closed loop means the caller is gone."""
+        if self.loop is None:
+            if not isinstance(event, int):
+                self.answered.set()
+            return
         try:
             self.loop.call_soon_threadsafe(self.events.put_nowait, event)
         except RuntimeError:
@@ -236,6 +245,21 @@ class GenerateQueue:
                 job.post(_shutting_down() if job.closed else rows[:len(job.prompts)])
                 rows = rows[len(job.prompts):]
 
+    def warm_up(self, prompt: list[int], budget: int) -> float | None:
+        """With the static cache: one call of the shape a request of `budget` new tokens and a prompt of up to
+        `STATIC_CACHE_STEP` tokens gets (rows padded as ever, the cache to `static_budget`), making
+        `WARM_UP_TOKENS` tokens a row, so that transformers compiles its decoding step there and not in the first
+        request's call. On the worker thread, as every call (compiled CUDA graphs belong to the thread that
+        records them); this waits for it. The seconds it took; None without the static cache (or when it
+        failed: the queue then generates with the dynamic cache)."""
+        if not self.static_cache:
+            return None
+        start = time.perf_counter()
+        job = Job([prompt], Sampling(max_new_tokens=WARM_UP_TOKENS), False, None, cache_budget=budget)
+        self.submit(job)
+        job.answered.wait()
+        return time.perf_counter() - start if self.static_cache else None
+
     def _generate_or_fall_back(self, batch: list[Job]) -> list[list[int]]:
         """`_generate`; where a static-cache call fails (a transformers or model that cannot hold or compile one),
         the queue turns to the dynamic cache for good and makes the batch again, so a default never fails
@@ -273,7 +297,7 @@ class GenerateQueue:
         streamer = _RowStreamer(owners, budgets, self.eos, rows_done.loop_at) if streaming else None
         if len(batch) > 1:
             log.debug("one generate call for %d requests (%d sequences)", len(batch), real)
-        call_budget = max(budgets)
+        call_budget = max([*budgets, *(job.cache_budget or 0 for job in batch)])
         cache: dict[str, Any] = {}
         if self.static_cache:
             context = getattr(self.model.config, "max_position_embeddings", None)

@@ -24,6 +24,8 @@ from kernelwright.serving.batching import TextDeltas
 from kernelwright.serving.config import ServeConfig
 from kernelwright.serving.generate_queue import GenerateQueue, Job
 
+WARM_UP_PROMPT = "__global__ void kernel("  # any short prompt: the warm-up's shape does not depend on its text
+
 
 class HFServingBackend:
     def __init__(self, model: Any, tokenizer: Any, max_batch_sequences: int = ServeConfig.max_batch_sequences,
@@ -34,6 +36,12 @@ class HFServingBackend:
         self.queue = GenerateQueue(model, self.eos, 0 if pad is None else int(pad), max_batch_sequences, stop_loops,
                                    static_cache)
         weakref.finalize(self, self.queue.close)  # a backend let go of (the old version after a reload)
+
+    def warm_up(self, budget: int) -> float | None:
+        """The static cache's decoding step compiled for requests of `budget` new tokens (GenerateQueue.warm_up):
+        the seconds it took, None where nothing was compiled (the dynamic cache)."""
+        ids = [int(i) for i in self.tokenizer(WARM_UP_PROMPT, add_special_tokens=False)["input_ids"]]
+        return self.queue.warm_up(ids or [self.queue.pad], budget)
 
     def check_sampling(self, sampling: Sampling) -> None:
         """Every setting is honoured: a seeded request with temperature > 0 is generated alone, after reseeding."""

@@ -139,6 +139,10 @@ def _load_hf(ref: ModelRef, info: ModelInfo, cfg: ServeConfig) -> tuple[ServingB
     batching = batching_for(model, cfg, name)
     backend = hf_backend(model, tokenizer, cfg, batching)
     log.info("loaded %s, %s batching", name, batching)
+    warm_up = getattr(backend, "warm_up", None)
+    if cfg.warm_up and warm_up is not None and (seconds := warm_up(cfg.default_max_new_tokens)) is not None:
+        log.info("compiled the static KV cache's decoding step for %d new tokens in %.1f s", cfg.default_max_new_tokens,
+                 seconds)
     return backend, info
 
 

@@ -8,6 +8,7 @@ checks the same where the decoding step is compiled.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -181,3 +182,73 @@ def test_a_static_call_that_fails_turns_the_queue_to_the_dynamic_cache(micro_dir
     finally:
         dynamic.close()
         static.close()
+
+
+def test_the_warm_up_makes_the_default_requests_shape_on_the_worker_thread(micro_dir: Path, monkeypatch) -> None:
+    """One call at load: rows padded to the batch bound, the cache a default request's (a short prompt and
+    default_max_new_tokens), two tokens a row; a request of that budget after it meets the same shape (one with
+    a smaller budget reuses the larger cache: transformers never shrinks it)."""
+    static = _backend(micro_dir, True)
+    calls = _calls(static, monkeypatch)
+    threads: list[str] = []
+    run = static.model.generate
+
+    def on_thread(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(static.model, "generate", on_thread)
+    budget = ServeConfig().default_max_new_tokens
+    try:
+        seconds = static.warm_up(budget)
+        asyncio.run(static.generate([PROMPTS[0]], Sampling(max_new_tokens=budget)))
+    finally:
+        static.close()
+    assert seconds is not None and seconds > 0
+    warm, first = calls
+    assert warm["rows"] == first["rows"] == 16 and warm["cache"] == "static"
+    assert warm["width"] + warm["max_new_tokens"] == first["width"] + first["max_new_tokens"]
+    assert warm["width"] + warm["max_new_tokens"] == warm["width"] + static_budget(warm["width"], budget)
+    assert threads == ["kernelwright-generate"] * 2
+
+
+def test_no_warm_up_with_the_dynamic_cache(micro_dir: Path, monkeypatch) -> None:
+    dynamic = _backend(micro_dir, False)
+    calls = _calls(dynamic, monkeypatch)
+    try:
+        assert dynamic.warm_up(64) is None
+    finally:
+        dynamic.close()
+    assert calls == []
+
+
+def test_loading_warms_the_static_cache_up_unless_told_not_to(micro_dir: Path, monkeypatch) -> None:
+    from kernelwright.serving.loading import default_loader
+
+    budgets: list[int] = []
+    monkeypatch.setattr(HFServingBackend, "warm_up", lambda self, budget: budgets.append(budget) or 1.0)
+    for warm in (True, False):
+        cfg = ServeConfig(model=str(micro_dir), kv_cache="static", batching="sequential", warm_up=warm,
+                          default_max_new_tokens=300)
+        backend, _ = default_loader(cfg)()
+        backend.close()
+    assert budgets == [300]
+
+
+@pytest.mark.gpu
+def test_on_a_cuda_device_a_request_after_the_warm_up_compiles_nothing(micro_dir: Path) -> None:
+    """The warm-up's call is where the decoding step is compiled: a request of the warmed budget after it adds
+    no graph (torch._dynamo's count), and the static path stays on."""
+    from torch._dynamo.utils import counters
+
+    static = _backend(micro_dir, True, "cuda")
+    try:
+        seconds = static.warm_up(200)
+        graphs = counters["stats"]["unique_graphs"]
+        (answer,) = asyncio.run(static.generate([PROMPTS[1]], Sampling(max_new_tokens=200)))
+        assert static.queue.static_cache is True
+    finally:
+        static.close()
+    assert seconds is not None and graphs > 0
+    assert counters["stats"]["unique_graphs"] == graphs
+    assert answer.completion_tokens == 200

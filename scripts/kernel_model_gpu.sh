@@ -35,7 +35,9 @@
 # A step whose output is there is skipped, and pretraining, synthesis and training resume from their
 # checkpoints, so the recipe runs as several time-boxed calls on one host:
 #     PRETRAIN_MINUTES=6 timeout 580 bash scripts/kernel_model_gpu.sh W
-# Env: PRETRAIN_MINUTES (default 8), TASKS (3000), STEPS (600), SEEDS ("0 1 2"),
+# Env: PRETRAIN_MINUTES (default 8), PRETRAIN_STEPS (0: as many steps as the minutes allow, which follows the
+# machine: 666 to 773 steps in 3 minutes on H100s; N: at most N, so runs compared across machines read the same
+# tokens, the minutes still bounding it), TASKS (3000), STEPS (600), SEEDS ("0 1 2"),
 # MODES ("plain region cuset cusetA"; cusetSoft too on request), MASK_FLOOR (0.1), SAMPLES (1),
 # EVAL_PROBLEMS (100), MAX_NEW_TOKENS (3072), TEMPERATURE (0.2), EVAL_BATCH (64), TRAIN_BATCH (32),
 # PARALLEL (2), GEN_PARALLEL (4), OVERLAP (1), SEED_SAMPLES (2), BUILTIN_SAMPLES (1), SERVE_PROBLEMS (20), SERVE_CONCURRENCY (8), RL_STEPS (0),
@@ -58,6 +60,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/side_by_side.sh"
 
 WORKDIR="${1:-.kernelwright-model}"
 PRETRAIN_MINUTES="${PRETRAIN_MINUTES:-8}"
+PRETRAIN_STEPS="${PRETRAIN_STEPS:-0}"
 TASKS="${TASKS:-3000}"
 STEPS="${STEPS:-600}"
 SEEDS="${SEEDS:-0 1 2}"
@@ -158,7 +161,7 @@ if [ ! -e "$SYN/manifest.json" ] && [ "$OVERLAP" = 1 ] && [ "$VERIFY" = gpu ]; t
         > "$WORKDIR/synthesize.log" 2>&1 ) &
     SYN_PID=$!
 fi
-( on_gpu 0; exec $KW base-model pretrain --size "$SIZE" --minutes "$PRETRAIN_MINUTES" ${REQUIRE[@]:+--require-sources "${REQUIRE[@]}"} \
+( on_gpu 0; exec $KW base-model pretrain --size "$SIZE" --minutes "$PRETRAIN_MINUTES" --max-steps "$PRETRAIN_STEPS" ${REQUIRE[@]:+--require-sources "${REQUIRE[@]}"} \
     --out "$BASE" --workdir "$WORKDIR" )
 [ -z "$SYN_PID" ] || wait "$SYN_PID" || echo "synthesis beside pretraining failed (see $WORKDIR/synthesize.log): again alone"
 [ -e "$SYN/manifest.json" ] || $KW synthesize --tasks "$TASKS" --verify "$VERIFY" --workdir "$WORKDIR"

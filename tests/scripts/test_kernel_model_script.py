@@ -29,7 +29,8 @@ case " $* " in
     *" --no-gate --out "*champion-builtin*) mkdir -p "$(get --out)"; log builtin "$(get --suite)" ;;
     *".cli serve"*) log serve -; sleep 30 ;;
     *serve_compile_rate*) log serve-check "$(get --count)"; echo '{}' > "$(get --json)" ;;
-    *" base-model pretrain "*) mkdir -p "$(get --out)"; log pretrain "require=$(get --require-sources)" ;;
+    *" base-model pretrain "*) mkdir -p "$(get --out)"; log pretrain "require=$(get --require-sources)"
+                               get --max-steps > "$(get --out)/max_steps"; true ;;
     *".cli rl "*) log rl-start -; sleep 0.3; [ -z "${FAIL_RL:-}" ] || exit 4; mkdir -p "$(get --out)/final"
                   accum="$(get --gradient-accumulation-steps)"
                   minutes="$(get --max-minutes)$(get --infill-kinds)$(get --eval-items)"
@@ -117,6 +118,16 @@ def test_the_corpus_sources_the_base_must_read_are_checked_before_any_work(tmp_p
                                   "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)})
     assert missing.returncode == 2 and "CORPUS_SOURCES: --require-sources: unknown source(s) no-such" in missing.stderr
     assert not (tmp_path / "w3" / "base").exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")
+def test_pretraining_takes_a_step_bound_beside_its_minutes(tmp_path: Path) -> None:
+    """PRETRAIN_STEPS bounds the base's steps, so runs on machines of other speeds read the same tokens; unset,
+    the minutes alone decide (0 steps: no bound)."""
+    _run(tmp_path, tmp_path / "w1", parallel=1, MODES="plain", PRETRAIN_STEPS="700")
+    _run(tmp_path, tmp_path / "w2", parallel=1, MODES="plain")
+    assert (tmp_path / "w1" / "base" / "max_steps").read_text().strip() == "700"
+    assert (tmp_path / "w2" / "base" / "max_steps").read_text().strip() == "0"
 
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")

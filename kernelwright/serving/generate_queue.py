@@ -246,8 +246,8 @@ class GenerateQueue:
                 rows = rows[len(job.prompts):]
 
     def warm_up(self, prompt: list[int], budget: int) -> float | None:
-        """With the static cache: one call of the shape a request of `budget` new tokens and a prompt of up to
-        `STATIC_CACHE_STEP` tokens gets (rows padded as ever, the cache to `static_budget`), making
+        """With the static cache: one call of the shape a request of `budget` new tokens and a short prompt gets
+        (rows padded as ever, the cache to `static_budget`; a longer prompt may need the next cache length), making
         `WARM_UP_TOKENS` tokens a row, so that transformers compiles its decoding step there and not in the first
         request's call. On the worker thread, as every call (compiled CUDA graphs belong to the thread that
         records them); this waits for it. The seconds it took; None without the static cache (or when it

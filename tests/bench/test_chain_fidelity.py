@@ -1,0 +1,63 @@
+"""bench/chain_fidelity.py: reading back which of its problem's ops an answer writes."""
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from bench.chain_fidelity import classify, main, sections
+from kernelwright.synthesis.generator import generate_tasks
+
+CHAIN = ["neg", "exp_neg_abs", "atan"]
+
+
+def _body(*stages: list[str]) -> str:
+    """Kernel code with one block of op statements per stage, other code between them."""
+    blocks = ["\n".join(f"        /* {op} */ v = f(v);" for op in stage) for stage in stages]
+    return "__global__ void chain_kernel(float* y) {\n    float v = 0;\n" + "\n    y[0] = v;\n".join(blocks) + "\n}\n"
+
+
+def test_the_generators_own_solutions_write_their_chain() -> None:
+    """Every family's solutions, in every template: a chain written op by op reads back whole (in one block, once
+    per code path, or split over a kernel's stages); the one-expression style is not read."""
+    seen: dict[str, Counter[str]] = {}
+    for task in generate_tasks(600, 3):
+        seen.setdefault(task.family, Counter())[classify(list(task.ops), sections(task.solution))] += 1
+    assert len(seen) == 6
+    for family, counts in seen.items():
+        assert set(counts) <= {"match", "untagged"}, family
+        assert counts["match"] > 0, family
+
+
+def test_a_chain_cut_short_left_out_in_the_middle_or_looping() -> None:
+    assert classify(CHAIN, sections(_body(CHAIN, CHAIN))) == "match"  # a vectorised body and its tail
+    assert classify(CHAIN, sections(_body(CHAIN[:2]))) == "stops_early"
+    assert classify(CHAIN, sections(_body(CHAIN, CHAIN[:1]))) == "stops_early"  # the tail cut shorter
+    assert classify(CHAIN, sections(_body(["neg", "atan"]))) == "other"  # the middle op left out
+    assert classify(CHAIN, sections(_body(["exp_neg_abs", "neg", "atan"]))) == "other"
+    assert classify(CHAIN, sections(_body(CHAIN + ["atan"] * 5))) == "other"  # a loop on the last op
+    assert classify(CHAIN, sections("__global__ void k() { v = atanf(expf(-fabsf(-v))); }")) == "untagged"
+    assert sections("/* rows */ int r = 0;\n/* tanh */ v = tanhf(v);") == [["tanh"]]  # only op names count
+
+
+def test_a_work_folder_gives_counts_per_class_with_the_correct_ones(tmp_path: Path) -> None:
+    work = tmp_path / "W"
+    answers = {"elementwise_00001": _body(CHAIN), "elementwise_00002": _body(CHAIN[:1]),
+               "reduction_00003": "v = 1;", "seed_task": _body(CHAIN)}
+    for problem, code in answers.items():
+        if problem != "seed_task":  # a problem without a chain is left out
+            meta = work / "synthesize" / "heldout_solutions" / problem / "meta.json"
+            meta.parent.mkdir(parents=True)
+            meta.write_text(json.dumps({"ops": CHAIN}))
+        answer = work / "evaluate-seed0-plain-synth" / "generations" / problem / "sample_0.py"
+        answer.parent.mkdir(parents=True)
+        answer.write_text(code)
+    samples = [{"problem_id": "elementwise_00001", "sample": 0, "verdict": {"reason": "ok"}},
+               {"problem_id": "elementwise_00002", "sample": 0, "verdict": {"reason": "wrong_output"}}]
+    (work / "evaluate-seed0-plain-synth" / "results.json").write_text(json.dumps({"samples": samples}))
+    out = tmp_path / "fidelity.json"
+    assert main([str(work), "--json", str(out)]) == 0
+    (result,) = json.loads(out.read_text())["evaluations"]
+    assert result["answers"] == 3
+    assert result["counts"] == {"match": 1, "stops_early": 1, "other": 0, "untagged": 1}
+    assert result["correct"] == {"match": 1, "stops_early": 0, "other": 0, "untagged": 0}
+    assert main([str(tmp_path / "empty")]) == 2

@@ -23,7 +23,8 @@
 #    The held-out NLL (sensitive, other and masked tokens) of every version on the sampled compositions'
 #    verified pairs (bench/heldout_token_nll.py);
 # 6. the table over seeds (bench/cuset_ablation.py reads every evaluate-* folder), under one
-#    `cuset-ablation` parent run in WORKDIR/mlflow.db;
+#    `cuset-ablation` parent run in WORKDIR/mlflow.db, and chain_fidelity.json (bench/chain_fidelity.py: which
+#    answers to held-out compositions wrote their problem's whole chain of ops, which stopped early);
 # 7. the champion on the 13 held-out seed tasks (SEED_SAMPLES each; 0: not evaluated) and on the builtin suite
 #    (BUILTIN_SAMPLES each; 0: not evaluated); beside them `kernelwright serve`
 #    with its defaults, and the compile pass rate of its answers to SERVE_PROBLEMS held-out compositions
@@ -368,6 +369,9 @@ PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/cuset_ablation.py "$WORKDIR" \
     --json "$WORKDIR/cuset_ablation.json" --png "$WORKDIR/cuset_ablation.png" --markdown "$WORKDIR/cuset_ablation.md" \
     --tracking-uri "$MLFLOW_TRACKING_URI" || \
     echo "the table: bench/cuset_ablation.py could not read these folders; the evaluate-* runs are in MLflow"
+# which answers to held-out compositions write their problem's whole chain of ops, which stop early (a CPU read)
+PYTHONPATH=".:${PYTHONPATH:-}" $PY bench/chain_fidelity.py "$WORKDIR" --json "$WORKDIR/chain_fidelity.json" || \
+    echo "bench/chain_fidelity.py found no answers to read"
 
 CHAMPION="models:/kernelwright-coder@champion"
 if "$PY" -c "from mlflow import MlflowClient; MlflowClient().get_model_version_by_alias('kernelwright-coder', 'champion')" 2>/dev/null; then

@@ -62,6 +62,7 @@ case " $* " in
                          echo '{"metrics": {"fast_0": 0.0, "compile_rate": 0.5}}' > "$o/results.json"
                          log check-end "$(basename "$o")" ;;
     *cuset_ablation*) log table - ;;
+    *chain_fidelity*) log fidelity "$(basename "$(get --json)")" ;;
     *) echo "unexpected: $*" >&2; exit 3 ;;
 esac
 """
@@ -102,9 +103,9 @@ def test_the_recipes_order_of_work_gating_and_resumption(tmp_path: Path) -> None
     assert {a.rsplit(":", 1)[1] for k, a in calls if k == "gpu"} == {"unset"}  # no GPUS: every job sees them all
     assert (workdir / "synthesize" / "heldout_eval_solutions").is_dir()
     assert (workdir / "evaluate-seed0-cusetA-infill" / "results.json").is_file()
-    assert "nll" in args and kinds[-1] == "table"  # no champion: no evaluation of it, no server
+    assert "nll" in args and kinds[-2:] == ["table", "fidelity"]  # no champion: no evaluation of it, no server
     again = [k for k, _ in _run(tmp_path, workdir, parallel=3, TRAIN_INFILL="1")]
-    assert again == ["pretrain", "table"]  # pretraining reuses its base itself; nothing else is redone
+    assert again == ["pretrain", "table", "fidelity"]  # pretraining reuses its base; the tables are read again
 
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("nproc") is None, reason="needs bash and nproc")

@@ -12,7 +12,8 @@ chain once). Each answer is
 - `match`: every section is the problem's chain;
 - `stops_early`: every section is a start of the chain and one stops before its end (the failure that a
   kernel name holding the first ops invited: the model writes the ops it can see and stops);
-- `other`: ops out of order, left out in the middle, repeated or foreign;
+- `repeats`: the chain, with some op written again right after itself (a stutter: the same statement twice);
+- `other`: ops out of order, left out in the middle, or foreign;
 - `untagged`: no op names (the one-expression style, or none written), not read.
 
 The chain is the problem's `ops` in its solution's meta.json (synthesize's `heldout_solutions`); answers are
@@ -35,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kernelwright.synthesis.ops import OPS  # noqa: E402
 
 TAG = re.compile(r"/\*\s*([a-z0-9_]+)\s*\*/")
-CLASSES = ("match", "stops_early", "other", "untagged")
+CLASSES = ("match", "stops_early", "repeats", "other", "untagged")
 
 
 def sections(code: str) -> list[list[str]]:
@@ -56,7 +57,15 @@ def classify(chain: Sequence[str], found: list[list[str]]) -> str:
     """One of CLASSES for an answer whose sections are `found`, against the problem's `chain`."""
     if not found:
         return "untagged"
-    chain = list(chain)
+    read = _against(list(chain), found)
+    if read != "other":
+        return read
+    once = [[op for i, op in enumerate(s) if i == 0 or op != s[i - 1]] for s in found]
+    return "repeats" if _against(list(chain), once) == "match" else "other"
+
+
+def _against(chain: list[str], found: list[list[str]]) -> str:
+    """match, stops_early or other: `found` read against `chain` as it is written."""
     # a stage may be written once per code path (a vectorised body and its scalar tail): repeats collapse, unless
     # the chain itself repeats an op across stages (a reduction's pre- and post-ops)
     stages = [s for i, s in enumerate(found) if i == 0 or s != found[i - 1]]

@@ -34,7 +34,10 @@ def test_a_chain_cut_short_left_out_in_the_middle_or_looping() -> None:
     assert classify(CHAIN, sections(_body(CHAIN, CHAIN[:1]))) == "stops_early"  # the tail cut shorter
     assert classify(CHAIN, sections(_body(["neg", "atan"]))) == "other"  # the middle op left out
     assert classify(CHAIN, sections(_body(["exp_neg_abs", "neg", "atan"]))) == "other"
-    assert classify(CHAIN, sections(_body(CHAIN + ["atan"] * 5))) == "other"  # a loop on the last op
+    assert classify(CHAIN, sections(_body(CHAIN + ["atan"] * 5))) == "repeats"  # a loop on the last op
+    assert classify(CHAIN, sections(_body(["neg", "neg", "exp_neg_abs", "atan"]))) == "repeats"
+    assert classify(["neg", "neg", "atan"], sections(_body(["neg", "neg", "atan"]))) == "match"  # the chain's own
+    assert classify(["neg", "neg", "atan"], sections(_body(["neg", "atan"]))) == "other"
     assert classify(CHAIN, sections("__global__ void k() { v = atanf(expf(-fabsf(-v))); }")) == "untagged"
     assert sections("/* rows */ int r = 0;\n/* tanh */ v = tanhf(v);") == [["tanh"]]  # only op names count
 
@@ -58,6 +61,6 @@ def test_a_work_folder_gives_counts_per_class_with_the_correct_ones(tmp_path: Pa
     assert main([str(work), "--json", str(out)]) == 0
     (result,) = json.loads(out.read_text())["evaluations"]
     assert result["answers"] == 3
-    assert result["counts"] == {"match": 1, "stops_early": 1, "other": 0, "untagged": 1}
-    assert result["correct"] == {"match": 1, "stops_early": 0, "other": 0, "untagged": 0}
+    assert result["counts"] == {"match": 1, "stops_early": 1, "repeats": 0, "other": 0, "untagged": 1}
+    assert result["correct"] == {"match": 1, "stops_early": 0, "repeats": 0, "other": 0, "untagged": 0}
     assert main([str(tmp_path / "empty")]) == 2

@@ -252,3 +252,24 @@ def test_on_a_cuda_device_a_request_after_the_warm_up_compiles_nothing(micro_dir
     assert seconds is not None and graphs > 0
     assert counters["stats"]["unique_graphs"] == graphs
     assert answer.completion_tokens == 200
+
+
+def test_a_warm_up_that_cannot_hold_the_static_cache_leaves_the_dynamic_one(micro_dir: Path, monkeypatch) -> None:
+    """A model that cannot hold or compile a static cache fails no load: the warm-up turns the queue to the dynamic
+    cache (one warning) and says nothing was compiled; requests are answered after it."""
+    static = _backend(micro_dir, True)
+    run = static.model.generate
+
+    def no_static(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("cache_implementation") == "static":
+            raise NotImplementedError("this model's cache cannot be static")
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(static.model, "generate", no_static)
+    try:
+        assert static.warm_up(64) is None
+        assert static.queue.static_cache is False
+        (answer,) = asyncio.run(static.generate([PROMPTS[0]], Sampling(max_new_tokens=5)))
+    finally:
+        static.close()
+    assert answer.completion_tokens == 5

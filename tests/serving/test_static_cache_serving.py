@@ -163,17 +163,22 @@ def test_on_a_cuda_device_the_compiled_static_cache_answers_each_row_its_own(mic
     assert [r[0] for r in first] == [r[0] for r in expected]
 
 
-def test_a_static_call_that_fails_turns_the_queue_to_the_dynamic_cache(micro_dir: Path, monkeypatch) -> None:
-    """A transformers or model that cannot hold a static cache costs one warning, not every request."""
-    dynamic, static = _backend(micro_dir, False), _backend(micro_dir, True)
-    run = static.model.generate
+def _refuse_static(backend: HFServingBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backend's model as one whose cache cannot be static: such a generate call raises."""
+    run = backend.model.generate
 
     def no_static(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("cache_implementation") == "static":
             raise NotImplementedError("this model's cache cannot be static")
         return run(*args, **kwargs)
 
-    monkeypatch.setattr(static.model, "generate", no_static)
+    monkeypatch.setattr(backend.model, "generate", no_static)
+
+
+def test_a_static_call_that_fails_turns_the_queue_to_the_dynamic_cache(micro_dir: Path, monkeypatch) -> None:
+    """A transformers or model that cannot hold a static cache costs one warning, not every request."""
+    dynamic, static = _backend(micro_dir, False), _backend(micro_dir, True)
+    _refuse_static(static, monkeypatch)
     try:
         expected = asyncio.run(_together(dynamic, BUDGETS))
         assert asyncio.run(_together(static, BUDGETS)) == expected
@@ -258,14 +263,7 @@ def test_a_warm_up_that_cannot_hold_the_static_cache_leaves_the_dynamic_one(micr
     """A model that cannot hold or compile a static cache fails no load: the warm-up turns the queue to the dynamic
     cache (one warning) and says nothing was compiled; requests are answered after it."""
     static = _backend(micro_dir, True)
-    run = static.model.generate
-
-    def no_static(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("cache_implementation") == "static":
-            raise NotImplementedError("this model's cache cannot be static")
-        return run(*args, **kwargs)
-
-    monkeypatch.setattr(static.model, "generate", no_static)
+    _refuse_static(static, monkeypatch)
     try:
         assert static.warm_up(64) is None
         assert static.queue.static_cache is False

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelwright.cuda.compile_result import FAILED
 from kernelwright.cuda.nvrtc.device import compile_many
 from kernelwright.cuda.spans import cuda_source_of
 from kernelwright.errors import UsageError
@@ -107,9 +108,9 @@ def host_checks(cands: Sequence[Candidate], checks: list[Compiles]) -> list[Comp
     for i, r in zip(todo, check_many([_source(cands[i]) for i in todo]), strict=True):
         if r.ok:
             continue
-        if r.device.status == "failed":
+        if r.device.status == FAILED:
             out[i] = failed(NVRTC_FAILED, r.device.log, "nvrtc")
-        elif r.host.status == "failed":
+        elif r.host.status == FAILED:
             out[i] = failed("the host code does not compile (host compiler)", r.host.log, "host_compiler")
         else:
             out[i] = failed("the compile check could not build it", r.device.log or r.host.log, "")

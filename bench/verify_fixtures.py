@@ -28,8 +28,8 @@ from kernelwright.verifier.verify import verify_many
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "verify"
 
 
-def cases(n_seeds: int | None, cache: str, split: bool, held: bool = True,
-          early: bool = True) -> list[tuple[str, str, VerifyConfig]]:
+def cases(n_seeds: int | None, cache: str, split: bool, held: bool = VerifyConfig.held_timed_outputs,
+          early: bool = VerifyConfig.early_stop_clock) -> list[tuple[str, str, VerifyConfig]]:
     """(name, expected reason, config): every fixture, then `n_seeds` seed solutions one per category
     (None: all of them); `held`: the trials' outputs held and a few read back (held_timed_outputs, the
     default); False: every timed output read back under the lock, as judges before version 22; `early`: the

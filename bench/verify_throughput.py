@@ -134,8 +134,8 @@ def _warm_header() -> float:
 def run_kernelwright(tasks: list[SeedTask], jobs: int, timing_budget_s: float, split_build: bool,
                      cold_header: bool = False, profiler_warm_up: bool = True, slim_header: bool = True,
                      generic_bindings: bool = True, blocking_gpu_wait: bool = True, gpu_gate: bool = False,
-                     cpu_profile_dir: str | None = None, gpu_inputs: bool = True, held: bool = True,
-                     early: bool = True) -> dict:
+                     cpu_profile_dir: str | None = None, gpu_inputs: bool = True,
+                     held: bool = VerifyConfig.held_timed_outputs, early: bool = VerifyConfig.early_stop_clock) -> dict:
     if cold_header:
         for f in header_files():
             f.unlink(missing_ok=True)

@@ -5,9 +5,9 @@ something else.
     PYTHONPATH=. python bench/chain_fidelity.py .kernelwright --evaluation .kernelwright/evaluate_compositions
 
 A synthesized solution writes each op of its chain as one statement led by the op's name
-(`/* gelu */ v = ...;`, synthesis/ops.py), so an answer in that style can be read back: its *sections* are
-the runs of consecutive lines holding op names (a vectorised kernel and its scalar tail each hold the
-chain once). Each answer is
+(`/* 2/3 gelu */ v = ...;`, synthesis/ops.py; without its place before generator version 6), so an answer in
+that style can be read back: its *sections* are the runs of consecutive lines holding op names (a vectorised
+kernel and its scalar tail each hold the chain once). Each answer is
 
 - `match`: every section is the problem's chain;
 - `stops_early`: every section is a start of the chain and one stops before its end (the failure that a
@@ -35,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kernelwright.synthesis.ops import OPS  # noqa: E402
 
-TAG = re.compile(r"/\*\s*([a-z0-9_]+)\s*\*/")
+TAG = re.compile(r"/\*\s*(?:\d+\s*/\s*\d+\s+)?([a-z0-9_]+)\s*\*/")  # `/* gelu */`, `/* 2/3 gelu */` (since version 6)
 CLASSES = ("match", "stops_early", "repeats", "other", "untagged")
 
 

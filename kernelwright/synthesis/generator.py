@@ -17,18 +17,22 @@ from collections.abc import Callable, Iterator, Sequence
 from kernelwright.errors import UsageError
 from kernelwright.synthesis.task import FAMILIES, SynthTask
 
-GENERATOR_VERSION = "5"  # 5: an elementwise solution's kernel and host are named after no op, one name each
-# (`chain_kernel`, `chain_forward`): version 4's names of the whole chain were copied shortened or with another drawn
-# word (launches of kernels never defined);
+GENERATOR_VERSION = "6"  # the version's change, newest first:
+# 6: each op statement of a chain led by its place in it (`/* 2/3 tanh */`): a version-5 model stopped a statement
+# short of its chain or wrote one twice in 14 of 23 answers (bench/chain_fidelity.py, one H100 seed);
+# 5: an elementwise solution's kernel and host are named after no op, one name each (`chain_kernel`,
+# `chain_forward`): version 4's names of the whole chain were copied shortened or with another drawn word
+# (launches of kernels never defined);
 # 4: the gather and matmul hosts restate the index contract or the weight layout
 # ("// torch.gather(x, 1, idx): idx is (rows, k), ...", "// x @ w: w is (K, N), ...") in a comment just before the
 # checks and sizes it decides (a version-3 model wrote gather_dim1's kernel with take_along_dim's host checks), and
 # an elementwise kernel is named after its whole chain, not its first two ops (a version-3 model wrote the name's
 # ops and stopped);
-# 2: each op of a chain named before its code, and every kernel with a chain carries
-# the chain's ops in the order they run ("y = gelu, then tanh", "first x through ...; then the result through ...");
 # 3: one name for the host function (`<stem>_forward`), the CUDA source (`cuda_source`) and the module (`_ext`),
-# the tasks of a seed otherwise those of version 2
+# the tasks of a seed otherwise those of version 2;
+# 2: each op of a chain named before its code, and every kernel with a chain carries
+# the chain's ops in the order they run ("y = gelu, then tanh", "first x through ...; then the result through ...").
+
 # the share of each family in a run (renormalised over the families asked for)
 WEIGHTS = {"elementwise": 0.28, "reduction": 0.18, "softmax": 0.12, "rownorm": 0.14, "gather": 0.1,
            "matmul_epilogue": 0.18}

@@ -40,6 +40,7 @@ def test_a_chain_cut_short_left_out_in_the_middle_or_looping() -> None:
     assert classify(["neg", "neg", "atan"], sections(_body(["neg", "atan"]))) == "other"
     assert classify(CHAIN, sections("__global__ void k() { v = atanf(expf(-fabsf(-v))); }")) == "untagged"
     assert sections("/* rows */ int r = 0;\n/* tanh */ v = tanhf(v);") == [["tanh"]]  # only op names count
+    assert sections("/* 1/2 neg */ v = -v;\n/* 2/2 atan */ v = atanf(v);") == [["neg", "atan"]]  # version 6
 
 
 def test_a_work_folder_gives_counts_per_class_with_the_correct_ones(tmp_path: Path) -> None:

@@ -172,9 +172,22 @@ def test_a_degenerate_chain_is_drawn_again() -> None:
 
 
 
+def _numbered_runs(code: str) -> list[list[tuple[int, int]]]:
+    """(place, count) of each `/* k/n op */` statement, in runs of consecutive lines."""
+    runs: list[list[tuple[int, int]]] = [[]]
+    for line in code.splitlines():
+        m = re.search(r"/\* (\d+)/(\d+) \w+ \*/", line)
+        if m:
+            runs[-1].append((int(m.group(1)), int(m.group(2))))
+        elif runs[-1]:
+            runs.append([])
+    return [r for r in runs if r]
+
+
 def test_every_op_of_a_chain_is_named_before_its_code_in_the_order_the_comment_lists() -> None:
-    """Kernels name each op before its code (`/* gelu */ v = ...;`), and the kernel's comment lists the ops
-    in the order they run, also where the docstring nests them (`tanh(elu(x))`: rows and matmul families)."""
+    """Kernels name each op before its code, led by its place in its statements (`/* 2/3 gelu */ v = ...;`,
+    counted 1 to n in every run of them), and the kernel's comment lists the ops in the order they run, also
+    where the docstring nests them (`tanh(elu(x))`: rows and matmul families)."""
     from kernelwright.synthesis.generator import generate_tasks
 
     op = re.compile(r"\b(" + "|".join(sorted(O.OPS, key=len, reverse=True)) + r")\b")
@@ -186,8 +199,11 @@ def test_every_op_of_a_chain_is_named_before_its_code_in_the_order_the_comment_l
         lists = [m.group(1) for m in re.finditer(plan, task.solution, re.M)]
         assert lists, task.id
         assert op.findall(lists[0]) == list(task.ops), (task.id, lists[0])
-        named = set(re.findall(r"/\* (\w+) \*/ \w+ = ", task.solution)) - {"temperature"}
+        named = set(re.findall(r"/\* \d+/\d+ (\w+) \*/ \w+ = ", task.solution))
         assert named in (set(), set(task.ops)), task.id  # none: the chain written as one expression
+        for run in _numbered_runs(task.solution):
+            assert [k for k, _ in run] == list(range(1, len(run) + 1)), (task.id, run)
+            assert {n for _, n in run} == {len(run)}, (task.id, run)
         assert not re.search(r";\s*// (" + "|".join(O.OPS) + r")$", task.solution, re.M), task.id  # never after
         families.add(task.family)
     assert {"elementwise", "matmul_epilogue", "reduction", "rownorm"} <= families

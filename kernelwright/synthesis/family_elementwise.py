@@ -218,7 +218,7 @@ def elementwise_solution(rng: random.Random, chain: list[O.OpUse], dtype: str, n
                       f"(unsigned int)std::min<long long>(rows, {ycap}LL));"]
         launch.append(f"{k}<<<grid, block>>>({e.args(['rows', 'cols'])});")
     host, sig = _host(e, launch, bool(e.axes) or strategy == "grid2d")
-    lead = note(e.names, "", f"y = {describe(chain)}, computed in float")  # the chain's plan: always
+    lead = note(e.names, "", f"y = {O.plan_ops(chain)}, computed in float")  # the chain's plan: always
     cuda = includes(e.ct) + "\n" + block(lead, 0) + "\n".join(kernels) + "\n" + host
     tensors = ["x", *(f"p{j}" for j in range(len(e.axes)))]
     return solution_file(rng, e.names, cuda, sig, e.ns, tensors), f"elementwise/{variant}_{e.form}"

@@ -302,7 +302,7 @@ def gather_solution(rng: random.Random, kind: str, chain: list[O.OpUse], dtype: 
                   f"    {k}_vec<<<blocks, threads>>>({g.args()});", "} else {",
                   f"    {k}_scalar<<<blocks, threads>>>({g.args()});", "}"]
     host, sig = _host(g, launch)
-    lead = note(g.names, "", f"{kind}, then {describe(chain)}, computed in float") if chain else note(g.names, kind)
+    lead = note(g.names, "", f"{kind}, then {O.plan_ops(chain)}, computed in float") if chain else note(g.names, kind)
     cuda = includes(g.ct) + "\n" + block(lead, 0) + "\n".join(kernels) + "\n" + host
     tensors = ["idx", "weight"] if kind == "embedding" else ["x", "idx"]
     return solution_file(rng, g.names, cuda, sig, g.ns, tensors), f"gather/{variant}"

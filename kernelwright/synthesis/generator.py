@@ -17,7 +17,10 @@ from collections.abc import Callable, Iterator, Sequence
 from kernelwright.errors import UsageError
 from kernelwright.synthesis.task import FAMILIES, SynthTask
 
-GENERATOR_VERSION = "6"  # the version's change, newest first:
+GENERATOR_VERSION = "7"  # the version's change, newest first:
+# 7: a chain's plan comment numbers its ops and names the argument each reads ("1 gelu, then 2 leaky_relu (s0)"):
+# version 6's models chose a wrong count up front (`/* 1/4 */` on a chain of five) and read operands their kernel
+# never declared (9 of 16 compile errors, two H100 seeds);
 # 6: each op statement of a chain led by its place in it (`/* 2/3 tanh */`): a version-5 model stopped a statement
 # short of its chain or wrote one twice in 14 of 23 answers (bench/chain_fidelity.py, one H100 seed);
 # 5: an elementwise solution's kernel and host are named after no op, one name each (`chain_kernel`,

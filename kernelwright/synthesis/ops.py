@@ -153,6 +153,25 @@ def _cuda_steps(chain: list[OpUse], load: Callable[[int, str], str],
             yield use, op.cuda
 
 
+def plan_ops(chain: list[OpUse], first_scalar: int = 0) -> str:
+    """The chain for a kernel's plan comment, each op with its place and the kernel argument it reads:
+    "1 gelu, then 2 leaky_relu (s0), then 3 add_bias (p0, one per row)". The places count the ops as the
+    op statements do (`/* 2/3 leaky_relu */`), so the last place is their count; scalars are named from
+    `s<first_scalar>` (a prologue and an epilogue of one kernel share one numbering), broadcast operands
+    from `p0` (as `_cuda_steps` names them)."""
+    words, s, p = [], first_scalar, 0
+    for k, use in enumerate(chain, 1):
+        if use.spec.kind == SCALAR:
+            words.append(f"{k} {use.op} (s{s})")
+            s += 1
+        elif use.spec.kind == BROADCAST:
+            words.append(f"{k} {use.op} (p{p}, one per {use.axis})")
+            p += 1
+        else:
+            words.append(f"{k} {use.op}")
+    return ", then ".join(words)
+
+
 def cuda_chain(chain: list[OpUse], x: str, load: Callable[[int, str], str], scalar: Callable[[int], str]) -> str:
     """The chain as a CUDA float expression of the float variable `x`: `scalar(j)` names scalar j,
     `load(j, axis)` gives broadcast operand j's element as a float ("row": the element of this

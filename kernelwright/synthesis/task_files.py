@@ -20,7 +20,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kernelwright.synthesis.ops import SCALAR, OpUse, cuda_statements, scalar_values, torch_steps
+from kernelwright.synthesis.ops import SCALAR, OpUse, cuda_statements, plan_ops, scalar_values, torch_steps
 from kernelwright.synthesis.style import CTYPES, CType, Names
 
 
@@ -78,12 +78,12 @@ def chain_doc(chain: Sequence[OpUse], x: str) -> str:
 
 
 def order_note(before: Sequence[OpUse], after: Sequence[OpUse] = ()) -> str:
-    """The chain's ops in the order the kernel applies them, for its comment: "; first x through elu, then
-    tanh; then the result through relu" ("" without ops). The docstring nests them (`tanh(elu(x))`); the
-    kernel's comment lists them in the order its statements follow, each statement named before its code."""
-    parts = [f"; {what} through {', then '.join(u.op for u in chain)}"
-             for what, chain in (("first x", before), ("then the result", after)) if chain]
-    return "".join(parts)
+    """The chain's ops in the order the kernel applies them, for its comment: "; first x through 1 elu, then
+    2 tanh; then the result through 1 mul_scalar (s0)" ("" without ops; `ops.plan_ops`: each stage counted as
+    its statements are). The docstring nests them (`tanh(elu(x))`); the kernel's comment lists them in the
+    order its statements follow, each statement named before its code."""
+    stages = (("first x", before, 0), ("then the result", after, scalar_count(before)))
+    return "".join(f"; {what} through {plan_ops(list(chain), first)}" for what, chain, first in stages if chain)
 
 
 def _no_broadcast(j: int, axis: str) -> str:

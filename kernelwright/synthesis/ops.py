@@ -110,19 +110,29 @@ def _row_operand(p: str) -> str:
     return f"{p}.unsqueeze(-1)"
 
 
+def _operand_places(chain: Sequence[OpUse]) -> Iterator[tuple[OpUse, int]]:
+    """Each op of the chain with its operand's place among the chain's operands of its kind: scalar j
+    (`s<j>`) or broadcast operand j (`p<j>`); -1 for an op without one."""
+    seen = {SCALAR: 0, BROADCAST: 0}
+    for use in chain:
+        kind = use.spec.kind
+        if kind in seen:
+            yield use, seen[kind]
+            seen[kind] += 1
+        else:
+            yield use, -1
+
+
 def torch_steps(chain: Sequence[OpUse], first: int = 0,
                 row_view: Callable[[str], str] = _row_operand) -> Iterator[tuple[OpUse, str]]:
     """Each op of the chain with its PyTorch expression of `{x}`: scalars as `self.s<first>`, ...,
     broadcast operands as `p0`, `p1`, ... (a row vector through `row_view`)."""
-    s, p = first, 0
-    for use in chain:
+    for use, j in _operand_places(chain):
         op = use.spec
         if op.kind == SCALAR:
-            yield use, op.torch.replace("{a}", f"self.s{s}")
-            s += 1
+            yield use, op.torch.replace("{a}", f"self.s{first + j}")
         elif op.kind == BROADCAST:
-            yield use, op.torch.replace("{b}", row_view(f"p{p}") if use.axis == "row" else f"p{p}")
-            p += 1
+            yield use, op.torch.replace("{b}", row_view(f"p{j}") if use.axis == "row" else f"p{j}")
         else:
             yield use, op.torch
 
@@ -140,15 +150,12 @@ def torch_chain(chain: list[OpUse], x: str, row_view: Callable[[str], str] = _ro
 def _cuda_steps(chain: list[OpUse], load: Callable[[int, str], str],
                 scalar: Callable[[int], str]) -> Iterator[tuple[OpUse, str]]:
     """Each op of the chain with its CUDA expression of `{x}` (parameters already named)."""
-    s = p = 0
-    for use in chain:
+    for use, j in _operand_places(chain):
         op = use.spec
         if op.kind == SCALAR:
-            yield use, op.cuda.replace("{a}", scalar(s))
-            s += 1
+            yield use, op.cuda.replace("{a}", scalar(j))
         elif op.kind == BROADCAST:
-            yield use, op.cuda.replace("{b}", load(p, use.axis))
-            p += 1
+            yield use, op.cuda.replace("{b}", load(j, use.axis))
         else:
             yield use, op.cuda
 
@@ -159,14 +166,12 @@ def plan_ops(chain: list[OpUse], first_scalar: int = 0) -> str:
     op statements do (`/* 2/3 leaky_relu */`), so the last place is their count; scalars are named from
     `s<first_scalar>` (a prologue and an epilogue of one kernel share one numbering), broadcast operands
     from `p0` (as `_cuda_steps` names them)."""
-    words, s, p = [], first_scalar, 0
-    for k, use in enumerate(chain, 1):
+    words = []
+    for k, (use, j) in enumerate(_operand_places(chain), 1):
         if use.spec.kind == SCALAR:
-            words.append(f"{k} {use.op} (s{s})")
-            s += 1
+            words.append(f"{k} {use.op} (s{first_scalar + j})")
         elif use.spec.kind == BROADCAST:
-            words.append(f"{k} {use.op} (p{p}, one per {use.axis})")
-            p += 1
+            words.append(f"{k} {use.op} (p{j}, one per {use.axis})")
         else:
             words.append(f"{k} {use.op}")
     return ", then ".join(words)

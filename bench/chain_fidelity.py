@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from kernelwright.evaluation.report import read_reasons  # noqa: E402
 from kernelwright.synthesis.ops import OPS  # noqa: E402
 
 TAG = re.compile(r"/\*\s*(?:\d+\s*/\s*\d+\s+)?([a-z0-9_]+)\s*\*/")  # `/* gelu */`, `/* 2/3 gelu */` (since version 6)
@@ -88,19 +89,9 @@ def chains(solution_dirs: Sequence[Path]) -> dict[str, list[str]]:
     return out
 
 
-def verdicts(evaluation: Path) -> dict[tuple[str, int], str]:
-    """(problem, sample) -> the verdict's reason, from the folder's results.json (empty without one)."""
-    path = evaluation / "results.json"
-    if not path.is_file():
-        return {}
-    samples = json.loads(path.read_text()).get("samples") or []
-    return {(str(s["problem_id"]), int(s["sample"])): str((s.get("verdict") or {}).get("reason"))
-            for s in samples if isinstance(s, dict) and "problem_id" in s and "sample" in s}
-
-
 def read_evaluation(evaluation: Path, chain_of: dict[str, list[str]]) -> dict[str, Any]:
     """Every answer of `evaluation` to a problem with a chain: its class, sections and verdict; and the counts."""
-    reasons = verdicts(evaluation)
+    reasons = read_reasons(evaluation) or {}
     rows = []
     for answer in sorted((evaluation / "generations").glob("*/sample_*.py")):
         problem, sample = answer.parent.name, int(answer.stem.rsplit("_", 1)[1])

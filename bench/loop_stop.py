@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from kernelwright.base_model.config import SIZES
+from kernelwright.evaluation.report import read_reasons
 from kernelwright.generation import LOOP_MAX_PERIOD, LOOP_WINDOW, periodic
 from kernelwright.seed import load_seed_tasks
 
@@ -80,16 +81,6 @@ def category_of(path: str) -> str:
     folder = Path(path).parent.name
     head, _, tail = folder.rpartition("_")
     return head if head and tail.isdigit() else "seed"
-
-
-def verdicts_beside(completions: Path) -> dict[tuple[str, int], str] | None:
-    """The judge's reason per (problem, sample) from the evaluation's results.json beside the generations
-    folder holding `completions` (None: there is none)."""
-    results = completions.parent.parent / "results.json"
-    if not results.is_file():
-        return None
-    samples = json.loads(results.read_text()).get("samples", [])
-    return {(s["problem_id"], int(s["sample"])): s["verdict"]["reason"] for s in samples}
 
 
 def main() -> None:
@@ -142,7 +133,7 @@ def main() -> None:
                "tokens_without": sum(lengths), "tokens_with": sum(stopped),
                "tokens_ratio": round(sum(stopped) / max(1, sum(lengths)), 3),
                "batch_tokens_without": max(lengths, default=0), "batch_tokens_with": max(stopped, default=0)}
-        verdicts = verdicts_beside(path)
+        verdicts = read_reasons(path.parent.parent)  # the evaluation's, beside its generations
         if verdicts is not None:  # what the judge said of the completions the stop would have cut
             cut = [verdicts.get(key, "unjudged") for key, a, n in zip(keys, stopped, lengths, strict=True) if a != n]
             rec["stopped_verdicts"] = {r: cut.count(r) for r in sorted(set(cut))}

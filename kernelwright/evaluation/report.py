@@ -7,6 +7,7 @@ category), short column names with a legend, and `-` wherever a figure does not 
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -51,6 +52,17 @@ def write_report(out: Path, payload: dict[str, Any], figures: SuiteFigures, rows
         speedups = [float(r.verdict.speedup) for r in rows if r.verdict.correct and r.verdict.speedup]
         fast = {p: figures.overall.values[f"fast_p.{p:g}"] for p in FAST_P_GRID}
         speedup_distribution(speedups, fast, out / "speedup_distribution.png")
+
+
+def read_reasons(out: Path) -> dict[tuple[str, int], str] | None:
+    """The judge's reason per (problem, sample) from the results.json `write_report` left in `out` (None: there is
+    none); samples without a problem or a sample number are left out."""
+    path = out / "results.json"
+    if not path.is_file():
+        return None
+    samples = json.loads(path.read_text()).get("samples") or []
+    return {(str(s["problem_id"]), int(s["sample"])): str((s.get("verdict") or {}).get("reason"))
+            for s in samples if isinstance(s, dict) and "problem_id" in s and "sample" in s}
 
 
 def cell(group: GroupFigures, figure: str, fmt: str) -> str:

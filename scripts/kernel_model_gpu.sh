@@ -45,7 +45,8 @@
 # RL_MAX_TOKENS (MAX_NEW_TOKENS), RL_ACCUM (8), RL_LEARNING_RATE, RL_VERIFY_JOBS, RL_ITEMS (rl's
 # --items-per-phase), RL_MINUTES (rl's --max-minutes), RL_INFILL_KINDS (rl's --infill-kinds), RL_EVAL_ITEMS and
 # RL_EVAL_STEPS (rl's --eval-items, --eval-steps) (unset: rl's defaults),
-# RL_BESIDE (1), CHECK_COMPILE_BASELINE (false), CHECK_TIMING_BUDGET (1.0), STATIC_CACHE (true; false: the dynamic cache),
+# RL_BESIDE (1), RL_FROM (the SEED-MODE RL starts from, beside the evaluations, e.g. 0-plain; unset: the one trained
+# version, or with several the best evaluated one, after the evaluations), CHECK_COMPILE_BASELINE (false), CHECK_TIMING_BUDGET (1.0), STATIC_CACHE (true; false: the dynamic cache),
 # TRAIN_INFILL (0.2: a fifth of the infill tasks in training; 1: every one; 0: whole kernels only, and no infill
 # evaluation),
 # CHECKPOINTING (unset: train's default, on with a GPU; false trades ~3x the activation memory for ~15% of the time),
@@ -100,6 +101,11 @@ RL_MINUTES="${RL_MINUTES:+--max-minutes $RL_MINUTES}"  # rl stops after these mi
 RL_INFILL_KINDS="${RL_INFILL_KINDS:+--infill-kinds $RL_INFILL_KINDS}"  # e.g. "index_guard reduction_loop"
 RL_EVAL="${RL_EVAL_ITEMS:+--eval-items $RL_EVAL_ITEMS}${RL_EVAL_STEPS:+ --eval-steps $RL_EVAL_STEPS}"  # set-aside prompts
 RL_BESIDE="${RL_BESIDE:-1}"  # 1: with one trained version, RL starts beside its evaluations
+RL_FROM="${RL_FROM:-}"  # SEED-MODE: RL starts from this version, beside the evaluations
+if [ -n "$RL_FROM" ] && ! for s in $SEEDS; do for m in $MODES; do echo "$s-$m"; done; done | grep -qxF -- "$RL_FROM"; then
+    echo "RL_FROM=$RL_FROM is not one of the versions SEEDS and MODES train (SEED-MODE, e.g. 0-plain)" >&2
+    exit 2
+fi
 TRAIN_BATCH="${TRAIN_BATCH:-32}"
 TRAIN_INFILL="${TRAIN_INFILL:-0.2}"
 # the small base's activations take ~0.5 MB a token without checkpointing, ~0.17 MB with it (bf16): a
@@ -329,11 +335,13 @@ run_rl() {  # SEED-MODE: kernelwright rl from its version, once
 # with one trained version there is nothing to choose RL's start from: it starts now, beside the evaluations,
 # whose decoding leaves the GPU mostly idle (a process of its own that writes its exit status to a file: no
 # `wait -n` of the checks can take it)
+# (RL_FROM names the start ahead of the evaluations where several versions are trained)
+[ -n "$RL_FROM" ] || [ "${#TRAINED[@]}" != 1 ] || RL_FROM="${TRAINED[0]}"
 RL_BESIDE_RC=
-if [ "$RL_STEPS" -gt 0 ] && [ "${#TRAINED[@]}" = 1 ] && [ "$RL_BESIDE" = 1 ] && [ ! -e "$WORKDIR/rl/.done" ]; then
+if [ "$RL_STEPS" -gt 0 ] && [ -n "$RL_FROM" ] && [ "$RL_BESIDE" = 1 ] && [ ! -e "$WORKDIR/rl/.done" ]; then
     RL_BESIDE_RC="$WORKDIR/rl.rc"
     rm -f "$RL_BESIDE_RC"
-    ( ( set +e; on_gpu "$LAST_GPU"; run_rl "${TRAINED[0]}" > "$WORKDIR/rl.log" 2>&1; echo $? > "$RL_BESIDE_RC" ) & )
+    ( ( set +e; on_gpu "$LAST_GPU"; run_rl "$RL_FROM" > "$WORKDIR/rl.log" 2>&1; echo $? > "$RL_BESIDE_RC" ) & )
 fi
 VERSIONS=()
 for s in "${SEED_LIST[@]}"; do
@@ -418,7 +426,7 @@ print(max(scored)[2])
 PY
 }
 
-if [ "$RL_STEPS" -gt 0 ] && START=$(best_version); then
+if [ "$RL_STEPS" -gt 0 ] && START=${RL_FROM:-$(best_version)}; then
     if [ -n "$RL_BESIDE_RC" ]; then  # started beside the evaluations: its exit status, once it has one
         while [ ! -e "$RL_BESIDE_RC" ]; do sleep 5; done
         [ "$(cat "$RL_BESIDE_RC")" = 0 ] || { echo "kernelwright rl failed: see $WORKDIR/rl.log" >&2; exit 1; }

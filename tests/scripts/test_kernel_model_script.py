@@ -190,6 +190,13 @@ def test_rl_from_the_only_version_starts_beside_its_evaluations(tmp_path: Path) 
     assert [k for k, _ in apart].index("rl-start") > last_check_of_a_version(apart)
     chosen = _run(tmp_path, tmp_path / "w3", parallel=2, MODES="plain region", RL_STEPS="2")
     assert [k for k, _ in chosen].index("rl-start") > last_check_of_a_version(chosen)  # after the choice
+    named = _run(tmp_path, tmp_path / "w5", parallel=2, MODES="plain region", RL_STEPS="2", RL_FROM="0-region")
+    named_kinds = [k for k, _ in named]  # a start named ahead: no choice to wait for
+    assert named_kinds.index("rl-start") < max(i for i, k in enumerate(named_kinds) if k == "gen-end")
+    assert json.loads((tmp_path / "w5" / "rl_vs_start.json").read_text())["start_version"] == "0-region"
+    with pytest.raises(AssertionError):  # a start that is not trained is refused before any work
+        _run(tmp_path, tmp_path / "w6", parallel=1, MODES="plain", RL_STEPS="2", RL_FROM="1-plain")
+    assert not (tmp_path / "w6" / "base").exists()
     with pytest.raises(AssertionError):  # a failed RL run beside the evaluations still stops the recipe
         _run(tmp_path, tmp_path / "w4", parallel=1, MODES="plain", RL_STEPS="2", FAIL_RL="1")
     assert not (tmp_path / "w4" / "rl-evaluate-synth").exists()

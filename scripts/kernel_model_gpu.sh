@@ -411,19 +411,7 @@ else
 fi
 
 best_version() {  # the SEED-MODE whose held-out compositions scored best: fast_0, then compile rate
-    "$PY" - "$WORKDIR" <<'PY'
-import json, sys
-from pathlib import Path
-scored = []
-for results in Path(sys.argv[1]).glob("evaluate-seed*-synth/results.json"):
-    if (results.parent / ".done").exists():
-        m = json.loads(results.read_text())["metrics"]
-        name = results.parent.name.removeprefix("evaluate-seed").removesuffix("-synth")
-        scored.append((m.get("fast_0", 0.0), m.get("compile_rate", 0.0), name))
-if not scored:
-    sys.exit("no finished evaluation of the held-out compositions")
-print(max(scored)[2])
-PY
+    "$PY" bench/rl_vs_start.py best "$WORKDIR"
 }
 
 if [ "$RL_STEPS" -gt 0 ] && START=${RL_FROM:-$(best_version)}; then
@@ -441,22 +429,7 @@ if [ "$RL_STEPS" -gt 0 ] && START=${RL_FROM:-$(best_version)}; then
     RL_CHECK_JOBS=$(( $(nproc) / ${#SUITE_LIST[@]} ))
     [ "$RL_CHECK_JOBS" -gt 0 ] || RL_CHECK_JOBS=1
     PARALLEL="${#SUITE_LIST[@]}" side_by_side evaluate_rl "${SUITE_LIST[@]}"  # every suite its start had, at once
-    "$PY" - "$WORKDIR" "$START" "$RL_MODEL" $SUITES <<'PY'
-import json, sys
-from pathlib import Path
-from kernelwright.atomic import write_json
-workdir, start, model, *suites = sys.argv[1:]
-keys = ("samples", "compile_rate", "fast_0", "fast_1", "own.fast_0", "own.fast_1", "kb.fast_0", "cheat_rate")
-rows = {}
-for suite in suites:
-    pairs = (("start", f"evaluate-seed{start}-{suite}"), ("rl", f"rl-evaluate-{suite}"))
-    metrics = {label: json.loads((Path(workdir) / folder / "results.json").read_text())["metrics"]
-               for label, folder in pairs}
-    rows[suite] = {label: {k: m[k] for k in keys if k in m} for label, m in metrics.items()}
-what = "the RL version beside the SFT version it started from, on each held-out suite (synth: compositions)"
-write_json(Path(workdir) / "rl_vs_start.json", {"what": what, "start_version": start, "rl_model": model, **rows})
-print(json.dumps(rows))
-PY
+    "$PY" bench/rl_vs_start.py compare "$WORKDIR" "$START" "$RL_MODEL" $SUITES
 elif [ "$RL_STEPS" -gt 0 ]; then
     echo "no RL: no version has a finished evaluation on the held-out compositions"
 fi

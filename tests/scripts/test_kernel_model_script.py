@@ -24,6 +24,7 @@ get() { local i; for ((i = 0; i < ${#args[@]}; i++)); do [ "${args[$i]}" = "$1" 
 log() { echo "$1 $2" >> "$LOG"; }
 case " $* " in
     " - "*) exec "$REAL_PYTHON" "$@" ;;  # the script's own snippets
+    *" bench/rl_vs_start.py "*) exec "$REAL_PYTHON" "$@" ;;  # RL's start and its comparison, as they are
     *" -c "*) [ -n "${CHAMPION:-}" ] ;;  # the champion check: there is one only when told
     *" --no-gate --out "*champion-seed-heldout*) mkdir -p "$(get --out)"; sleep "${SEED_S:-0}"; log seed-tasks - ;;
     *" --no-gate --out "*champion-builtin*) mkdir -p "$(get --out)"; log builtin "$(get --suite)" ;;

@@ -96,7 +96,7 @@ def parse_config(cls: type[T], argv: Sequence[str], prog: str, description: str 
     try:
         return cls(**values)
     except (TypeError, ValueError) as exc:
-        raise UsageError(f"{prog}: {exc}") from None
+        raise UsageError(str(exc)) from None  # main() names the command before it
 
 
 def config_to_params(cfg: Any, prefix: str = "") -> dict[str, str]:

@@ -110,3 +110,4 @@ def test_a_port_or_worker_count_out_of_range_is_a_usage_error(argv: list[str], w
     assert main([*argv, "--workdir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+    assert err.count(f"kernelwright {argv[0]}") == 1  # the command named once, by the CLI

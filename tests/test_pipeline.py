@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
+from kernelwright.base_model.config import SIZES
 from kernelwright.base_model.pretrain import META_FILE
 from kernelwright.config import parse_config
 from kernelwright.curation.config import CurateConfig
@@ -167,3 +169,27 @@ def test_pipeline_config_refuses_negative_synthesis() -> None:
         PipelineConfig(synth_with_seed=True)
     assert PipelineConfig().stages() == ["curate", "train", "evaluate"]
     assert PipelineConfig(synth_tasks=5).stages()[0] == "synthesize"
+    assert PipelineConfig(base_max_steps=1500, synth_tasks=5).stages()[:2] == ["base-model", "synthesize"]
+    with pytest.raises(ValueError, match="base_max_steps must be 0"):
+        PipelineConfig(base_max_steps=-1)
+    with pytest.raises(ValueError, match="with base_model there is none to pretrain"):
+        PipelineConfig(base_max_steps=100, base_model="/models/m")
+
+
+@pytest.mark.slow
+def test_a_base_of_fixed_length_is_pretrained_once_for_every_stage(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setitem(SIZES, "tiny", replace(SIZES["micro"], corpus_chars=60_000, tokenizer_chars=30_000))
+    started: list[str] = []
+    cfg = PipelineConfig(workdir=str(tmp_path / "kw"), base_max_steps=6, max_steps=2, max_new_tokens=8,
+                         max_length=512)
+    result = run_pipeline(cfg, started.append)
+    assert started == cfg.stages() == ["base-model", "curate", "train", "evaluate"]
+    base = tmp_path / "kw" / "base-model"
+    assert json.loads((base / META_FILE).read_text())["steps"] == 6
+    client = MlflowClient(result.tracking_uri)
+    runs = client.search_runs([client.get_experiment_by_name(EXPERIMENT).experiment_id])
+    by_name = {r.info.run_name: r for r in runs}
+    assert by_name["base-model"].data.tags["mlflow.parentRunId"] == result.run_id
+    assert by_name["train"].data.params["kw.base_model_path"] == str(base)  # the stages took that base
+    assert by_name["pipeline"].data.params["pipeline.base_max_steps"] == "6"  # as asked, in the job's record

@@ -19,9 +19,10 @@ def check_base_model(base_model: str | None) -> None:
                          "pass a local model folder, or leave it out for the tiny default model")
 
 
-def resolve_base_model(base_model: str | None, workdir: Path) -> Path:
+def resolve_base_model(base_model: str | None, workdir: Path, max_steps: int = 0) -> Path:
     """The user's checkpoint folder, or the pretrained tiny base in `<workdir>/base-model`
-    (`kernelwright.base_model`: pretrained on first use, reused while its corpus digest and config match)."""
+    (`kernelwright.base_model`: pretrained on first use, reused while its corpus digest and config match;
+    `max_steps` steps exactly, 0: as many as its minutes allow)."""
     if base_model:
         return Path(base_model)
-    return ensure_default_base(workdir)
+    return ensure_default_base(workdir, max_steps)

@@ -287,10 +287,11 @@ def _register(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> str
     return str(version) if version is not None else None
 
 
-def ensure_default_base(workdir: Path) -> Path:
+def ensure_default_base(workdir: Path, max_steps: int = 0) -> Path:
     """The tiny base in `<workdir>/base-model`: reused when its digest and config match, else pretrained
-    now (as a nested MLflow run `base-model` when a run is active)."""
-    cfg = PretrainConfig(workdir=str(workdir))
+    now (as a nested MLflow run `base-model` when a run is active): `max_steps` optimizer steps exactly, or with
+    0 as many as the size's minutes allow."""
+    cfg = PretrainConfig(workdir=str(workdir), max_steps=max_steps)
     if mlflow.active_run() is None:
         return run_pretrain(cfg).path
     meta = read_meta(_output(cfg))

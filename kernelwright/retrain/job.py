@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import mlflow
@@ -86,6 +86,8 @@ def run_retrain(cfg: RetrainConfig, verifier: Verifier | None = None,
         log.info("retrain holds the %s", held)
         start = time.perf_counter()
         on_stage("watermark")
+        if cfg.base_max_steps:  # the default base of a fixed length, found or pretrained here: every stage takes it
+            cfg = replace(cfg, base_model=str(resolve_base_model(None, workdir, cfg.base_max_steps)), base_max_steps=0)
         mark = watermark_of(cfg, workdir)
         figures = eval_scope(suite_id(problems, cfg.samples), sampling_scope(cfg.temperature, cfg.max_new_tokens))
         key = digest_settings({**figures, "view": cfg.gate_view})

@@ -53,3 +53,13 @@ def test_inside_a_stage_run_the_build_is_a_nested_base_model_run(tmp_path: Path,
                                   filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     assert [r.info.run_name for r in children] == ["base-model"]
     assert children[0].data.params["base.size"] == "tiny"
+
+
+def test_a_fixed_step_count_pretrains_exactly_that_many_and_a_new_count_rebuilds(tmp_path: Path, monkeypatch) -> None:
+    _fast_tiny(monkeypatch)
+    monkeypatch.setitem(SIZES, "tiny", replace(SIZES["tiny"], minutes=0.001))  # a budget that would stop it at once
+    pinned = resolve_base_model(None, tmp_path, max_steps=7)
+    meta = json.loads((pinned / META_FILE).read_text())
+    assert meta["steps"] == 7 and meta["config"]["max_steps"] == 7  # the steps, not the machine's minutes
+    assert resolve_base_model(None, tmp_path, max_steps=9) == pinned
+    assert json.loads((pinned / META_FILE).read_text())["steps"] == 9  # another length is another base

@@ -4,11 +4,15 @@ without a GPU is in test_resume.py)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
+from kernelwright.base_model.config import SIZES
+from kernelwright.base_model.pretrain import META_FILE
 from kernelwright.cli import main
 from kernelwright.evaluation.registry import CHAMPION, PREVIOUS_CHAMPION, alias_version
 from kernelwright.retrain.job import run_retrain
@@ -91,3 +95,20 @@ def test_bad_input_is_refused_before_the_store_is_touched(tmp_path: Path) -> Non
     assert main(["retrain", "--config", str(tmp_path / "r.yaml")]) == 2
     assert main(["promote", "--workdir", str(workdir)]) == 2  # neither --rollback nor --version
     assert not (workdir / "mlflow.db").exists()
+
+
+@pytest.mark.slow
+def test_a_base_of_fixed_length_is_pretrained_once_and_trained_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setitem(SIZES, "tiny", replace(SIZES["micro"], corpus_chars=60_000, tokenizer_chars=30_000))
+    gpu = on_a_fake_gpu(monkeypatch)
+    asked = replace(tiny_retrain(tmp_path, tmp_path), base_model=None, base_max_steps=5, max_length=4096)
+    done = run_retrain(asked, verifier=gpu)
+    base = tmp_path / "kw" / "base-model"
+    assert json.loads((base / META_FILE).read_text())["steps"] == 5
+    client = MlflowClient(f"sqlite:///{tmp_path / 'kw' / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name(EXPERIMENT).experiment_id],
+                              filter_string=f"tags.mlflow.parentRunId = '{done.run_id}'")
+    train = next(r for r in runs if r.info.run_name == "train")
+    assert train.data.params["kw.base_model_path"] == str(base)

@@ -18,13 +18,13 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
 
 from kernelwright import jsontext
-from kernelwright.base_model.choose import check_base_model, resolve_base_model
+from kernelwright.base_model.choose import check_base_model, with_pinned_base
 from kernelwright.base_model.pretrain import read_meta
 from kernelwright.config import config_to_params
 from kernelwright.curation.stage import run_curate
@@ -70,9 +70,9 @@ def _run(cfg: PipelineConfig, store: Store, on_stage: Callable[[str], None]) -> 
     with stage_run("pipeline") as parent:
         mlflow.log_params(config_to_params(cfg, "pipeline."))
         log_config(cfg, "pipeline")
-        if cfg.base_max_steps:  # the default base of a fixed length, found or pretrained now: every stage takes it
+        if cfg.base_max_steps:
             on_stage("base-model")
-            cfg = replace(cfg, base_model=str(resolve_base_model(None, workdir, cfg.base_max_steps)), base_max_steps=0)
+            cfg = with_pinned_base(cfg, workdir)
         synthesized: tuple[Path, Path] | None = None
         curate_extra: dict[str, object] = {}
         if cfg.synth_tasks > 0:

@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 from kernelwright.base_model.pretrain import ensure_default_base
 from kernelwright.errors import UsageError
@@ -26,3 +28,15 @@ def resolve_base_model(base_model: str | None, workdir: Path, max_steps: int = 0
     if base_model:
         return Path(base_model)
     return ensure_default_base(workdir, max_steps)
+
+
+J = TypeVar("J", bound=Any)
+
+
+def with_pinned_base(job: J, workdir: Path) -> J:
+    """A job's config (`base_model`, `base_max_steps`) with its default base of `base_max_steps` steps found or
+    pretrained now and named as its `base_model`, so that every stage it runs takes that folder; unchanged when
+    it names no step count."""
+    if not job.base_max_steps:
+        return job
+    return replace(job, base_model=str(resolve_base_model(None, workdir, job.base_max_steps)), base_max_steps=0)

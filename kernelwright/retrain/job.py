@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import mlflow
@@ -28,7 +28,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from kernelwright import atomic
-from kernelwright.base_model.choose import resolve_base_model
+from kernelwright.base_model.choose import resolve_base_model, with_pinned_base
 from kernelwright.code_state import tag_code_state
 from kernelwright.config import config_to_params
 from kernelwright.curation.stage import check_curate_config
@@ -86,8 +86,7 @@ def run_retrain(cfg: RetrainConfig, verifier: Verifier | None = None,
         log.info("retrain holds the %s", held)
         start = time.perf_counter()
         on_stage("watermark")
-        if cfg.base_max_steps:  # the default base of a fixed length, found or pretrained here: every stage takes it
-            cfg = replace(cfg, base_model=str(resolve_base_model(None, workdir, cfg.base_max_steps)), base_max_steps=0)
+        cfg = with_pinned_base(cfg, workdir)
         mark = watermark_of(cfg, workdir)
         figures = eval_scope(suite_id(problems, cfg.samples), sampling_scope(cfg.temperature, cfg.max_new_tokens))
         key = digest_settings({**figures, "view": cfg.gate_view})

@@ -17,7 +17,10 @@ from collections.abc import Callable, Iterator, Sequence
 from kernelwright.errors import UsageError
 from kernelwright.synthesis.task import FAMILIES, SynthTask
 
-GENERATOR_VERSION = "7"  # the version's change, newest first:
+GENERATOR_VERSION = "8"  # the version's change, newest first:
+# 8: each item of the plan comment is its op statement's tag ("1/3 gelu, then 2/3 leaky_relu (s0)" above
+# `/* 2/3 leaky_relu */`), the count in every item: the quick start's model copied version 7's plan and then
+# counted its tags wrong (`/* 3/1 */`), and version 6's models chose a wrong count in their first tag;
 # 7: a chain's plan comment numbers its ops and names the argument each reads ("1 gelu, then 2 leaky_relu (s0)"):
 # version 6's models chose a wrong count up front (`/* 1/4 */` on a chain of five) and read operands their kernel
 # never declared (9 of 16 compile errors, two H100 seeds);

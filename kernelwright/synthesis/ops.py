@@ -162,18 +162,21 @@ def _cuda_steps(chain: list[OpUse], load: Callable[[int, str], str],
 
 def plan_ops(chain: list[OpUse], first_scalar: int = 0) -> str:
     """The chain for a kernel's plan comment, each op with its place and the kernel argument it reads:
-    "1 gelu, then 2 leaky_relu (s0), then 3 add_bias (p0, one per row)". The places count the ops as the
-    op statements do (`/* 2/3 leaky_relu */`), so the last place is their count; scalars are named from
-    `s<first_scalar>` (a prologue and an epilogue of one kernel share one numbering), broadcast operands
-    from `p0` (as `_cuda_steps` names them)."""
+    "1/3 gelu, then 2/3 leaky_relu (s0), then 3/3 add_bias (p0, one per row)". Each item leads with the tag
+    its op statement carries (`/* 2/3 leaky_relu */`, `cuda_statements`), so a model writes every tag by
+    copying the plan's next item rather than by counting the chain; scalars are named from `s<first_scalar>`
+    (a prologue and an epilogue of one kernel share one numbering), broadcast operands from `p0` (as
+    `_cuda_steps` names them)."""
+    uses = list(_operand_places(chain))
     words = []
-    for k, (use, j) in enumerate(_operand_places(chain), 1):
+    for k, (use, j) in enumerate(uses, 1):
+        tag = f"{k}/{len(uses)} {use.op}"
         if use.spec.kind == SCALAR:
-            words.append(f"{k} {use.op} (s{first_scalar + j})")
+            words.append(f"{tag} (s{first_scalar + j})")
         elif use.spec.kind == BROADCAST:
-            words.append(f"{k} {use.op} (p{j}, one per {use.axis})")
+            words.append(f"{tag} (p{j}, one per {use.axis})")
         else:
-            words.append(f"{k} {use.op}")
+            words.append(tag)
     return ", then ".join(words)
 
 

@@ -78,10 +78,10 @@ def chain_doc(chain: Sequence[OpUse], x: str) -> str:
 
 
 def order_note(before: Sequence[OpUse], after: Sequence[OpUse] = ()) -> str:
-    """The chain's ops in the order the kernel applies them, for its comment: "; first x through 1 elu, then
-    2 tanh; then the result through 1 mul_scalar (s0)" ("" without ops; `ops.plan_ops`: each stage counted as
-    its statements are). The docstring nests them (`tanh(elu(x))`); the kernel's comment lists them in the
-    order its statements follow, each statement named before its code."""
+    """The chain's ops in the order the kernel applies them, for its comment: "; first x through 1/2 elu, then
+    2/2 tanh; then the result through 1/1 mul_scalar (s0)" ("" without ops; `ops.plan_ops`: each stage counted
+    as its statements are, each item the tag of its statement). The docstring nests them (`tanh(elu(x))`); the
+    kernel's comment lists them in the order its statements follow, each statement named before its code."""
     stages = (("first x", before, 0), ("then the result", after, scalar_count(before)))
     return "".join(f"; {what} through {plan_ops(list(chain), first)}" for what, chain, first in stages if chain)
 

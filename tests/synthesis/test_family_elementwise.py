@@ -188,7 +188,8 @@ def test_every_op_of_a_chain_is_named_before_its_code_in_the_order_the_comment_l
     """Kernels name each op before its code, led by its place in its statements (`/* 2/3 gelu */ v = ...;`,
     counted 1 to n in every run of them), and the kernel's comment lists the ops in the order they run, also
     where the docstring nests them (`tanh(elu(x))`: rows and matmul families), each with its place and the
-    kernel argument it reads (`2 leaky_relu (s0)`), an argument every kernel of the solution declares."""
+    kernel argument it reads (`2/3 leaky_relu (s0)`: the tag of its statement), an argument every kernel of the
+    solution declares."""
     from kernelwright.synthesis.generator import generate_tasks
 
     op = re.compile(r"\b(" + "|".join(sorted(O.OPS, key=len, reverse=True)) + r")\b")
@@ -200,9 +201,15 @@ def test_every_op_of_a_chain_is_named_before_its_code_in_the_order_the_comment_l
         lists = [m.group(1) for m in re.finditer(plan, task.solution, re.M)]
         assert lists, task.id
         assert op.findall(lists[0]) == list(task.ops), (task.id, lists[0])
-        places = [int(k) for k in re.findall(r"(?:^|through |then )(\d+) \w+", lists[0])]
+        items = re.findall(r"(?:^|through |then )((\d+)/(\d+) \w+)", lists[0])
+        places = [int(k) for _, k, _ in items]
         assert len(places) == len(task.ops) and places[0] == 1, (task.id, lists[0])
         assert all(b in (a + 1, 1) for a, b in zip(places[:-1], places[1:], strict=True)), task.id  # 1..n a stage
+        ends = [i for i, k in enumerate(places) if i + 1 == len(places) or places[i + 1] == 1]
+        for i, (_, _, n) in enumerate(items):  # every item carries its stage's count
+            assert int(n) == places[min(e for e in ends if e >= i)], (task.id, lists[0])
+        tags = set(re.findall(r"/\* (\d+/\d+ \w+) \*/ \w+ = ", task.solution))
+        assert tags in (set(), {item for item, _, _ in items}), task.id  # each statement's tag is a plan item
         kernels = " ".join(re.findall(r"__global__ void \w+\(([^)]*)\)", task.solution))
         for arg in re.findall(r"\((s\d+|p\d+)[,)]", lists[0]):  # every argument the plan names, declared
             assert re.search(rf"\b{arg}\b", kernels), (task.id, arg)

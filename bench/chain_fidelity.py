@@ -16,6 +16,10 @@ kernel and its scalar tail each hold the chain once). Each answer is
 - `other`: ops out of order, left out in the middle, or foreign;
 - `untagged`: no op names (the one-expression style, or none written), not read.
 
+Where the tags are numbered (`/* k/n op */`, since version 6), each answer's count chosen up front is read too:
+`right` when every run of its tags opens with a count n that some run of the problem's own solution has, `wrong`
+when one opens with another (`/* 1/4 neg */` on a chain of five), `unnumbered` without numbered tags.
+
 The chain is the problem's `ops` in its solution's meta.json (synthesize's `heldout_solutions`); answers are
 an evaluation folder's `generations/<problem>/sample_<k>.py`, joined with its results.json's verdicts where
 there is one. Prints a table per evaluation folder and writes JSON.
@@ -37,7 +41,9 @@ from kernelwright.evaluation.report import read_reasons  # noqa: E402
 from kernelwright.synthesis.ops import OPS  # noqa: E402
 
 TAG = re.compile(r"/\*\s*(?:\d+\s*/\s*\d+\s+)?([a-z0-9_]+)\s*\*/")  # `/* gelu */`, `/* 2/3 gelu */` (since version 6)
+NUMBERED = re.compile(r"/\*\s*\d+\s*/\s*(\d+)\s+[a-z0-9_]+\s*\*/")  # the count n of `/* k/n op */`
 CLASSES = ("match", "stops_early", "repeats", "other", "untagged")
+COUNTS = ("right", "wrong", "unnumbered")
 
 
 def sections(code: str) -> list[list[str]]:
@@ -52,6 +58,28 @@ def sections(code: str) -> list[list[str]]:
             runs.append(current)
             current = []
     return runs + ([current] if current else [])
+
+
+def first_counts(code: str) -> list[int]:
+    """The count n of the first `/* k/n op */` tag of each run of consecutive numbered lines: the length the
+    writer chose for that run up front."""
+    firsts: list[int] = []
+    in_run = False
+    for line in code.splitlines():
+        m = NUMBERED.search(line)
+        if m and not in_run:
+            firsts.append(int(m.group(1)))
+        in_run = m is not None
+    return firsts
+
+
+def count_reading(answer: str, solution: str) -> str:
+    """One of COUNTS: whether every run of the answer's numbered tags opens with a count some run of the
+    problem's own solution has (`right`), any opens with another (`wrong`), or it numbers none (`unnumbered`)."""
+    chosen = first_counts(answer)
+    if not chosen:
+        return "unnumbered"
+    return "right" if set(chosen) <= set(first_counts(solution)) else "wrong"
 
 
 def classify(chain: Sequence[str], found: list[list[str]]) -> str:
@@ -78,6 +106,12 @@ def _against(chain: list[str], found: list[list[str]]) -> str:
     return "other"
 
 
+def solutions(solution_dirs: Sequence[Path]) -> dict[str, str]:
+    """Problem id -> its solution's code (solution.py beside each meta.json)."""
+    return {f.parent.name: f.read_text(errors="replace") for root in solution_dirs
+            for f in sorted(root.glob("*/solution.py"))}
+
+
 def chains(solution_dirs: Sequence[Path]) -> dict[str, list[str]]:
     """Problem id -> its chain of ops, from each solution folder's meta.json (problems without a chain left out)."""
     out: dict[str, list[str]] = {}
@@ -89,21 +123,31 @@ def chains(solution_dirs: Sequence[Path]) -> dict[str, list[str]]:
     return out
 
 
-def read_evaluation(evaluation: Path, chain_of: dict[str, list[str]]) -> dict[str, Any]:
-    """Every answer of `evaluation` to a problem with a chain: its class, sections and verdict; and the counts."""
+def read_evaluation(evaluation: Path, chain_of: dict[str, list[str]],
+                    solution_of: dict[str, str] | None = None) -> dict[str, Any]:
+    """Every answer of `evaluation` to a problem with a chain: its class, sections, the counts its runs of tags
+    chose up front against its problem's solution (`solution_of`: problem id -> solution code) and its verdict;
+    and the tallies."""
+    solution_of = solution_of or {}
     reasons = read_reasons(evaluation) or {}
     rows = []
     for answer in sorted((evaluation / "generations").glob("*/sample_*.py")):
         problem, sample = answer.parent.name, int(answer.stem.rsplit("_", 1)[1])
         if problem not in chain_of:
             continue
-        found = sections(answer.read_text(errors="replace"))
+        code = answer.read_text(errors="replace")
+        found = sections(code)
+        solution = solution_of.get(problem)  # without it the count is not read (None)
         rows.append({"problem": problem, "sample": sample, "chain": chain_of[problem], "sections": found,
-                     "class": classify(chain_of[problem], found), "reason": reasons.get((problem, sample))})
+                     "class": classify(chain_of[problem], found), "first_counts": first_counts(code),
+                     "count": count_reading(code, solution) if solution is not None else None,
+                     "reason": reasons.get((problem, sample))})
     counts = Counter(r["class"] for r in rows)
     correct = Counter(r["class"] for r in rows if r["reason"] == "ok")
+    up_front = Counter(r["count"] for r in rows)
     return {"evaluation": str(evaluation), "answers": len(rows), "counts": {c: counts[c] for c in CLASSES},
-            "correct": {c: correct[c] for c in CLASSES}, "rows": rows}
+            "correct": {c: correct[c] for c in CLASSES}, "count_up_front": {c: up_front[c] for c in COUNTS},
+            "rows": rows}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -129,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no held-out solution with a chain of ops under {', '.join(map(str, solution_dirs)) or a.workdir}",
               file=sys.stderr)
         return 2
-    results = [read_evaluation(e, chain_of) for e in evaluations if (e / "generations").is_dir()]
+    solution_of = solutions(solution_dirs)
+    results = [read_evaluation(e, chain_of, solution_of) for e in evaluations if (e / "generations").is_dir()]
     if not results:
         print(f"no evaluation folder with generations/ under {a.workdir}", file=sys.stderr)
         return 2
@@ -137,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         cells = " ".join(f"{r['counts'][c]:>6} ({r['correct'][c]:>2} ok)" for c in CLASSES)
         print(f"{Path(r['evaluation']).name:<40} {r['answers']:>7} {cells}")
+        print(f"{'':<40} count chosen up front: " + ", ".join(f"{c} {r['count_up_front'][c]}" for c in COUNTS))
     if a.json is not None:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps({"what": "answers to held-out compositions against their problem's chain of ops",

@@ -4,7 +4,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from bench.chain_fidelity import classify, main, sections
+from bench.chain_fidelity import classify, count_reading, first_counts, main, sections
 from kernelwright.synthesis.generator import generate_tasks
 
 CHAIN = ["neg", "exp_neg_abs", "atan"]
@@ -45,13 +45,14 @@ def test_a_chain_cut_short_left_out_in_the_middle_or_looping() -> None:
 
 def test_a_work_folder_gives_counts_per_class_with_the_correct_ones(tmp_path: Path) -> None:
     work = tmp_path / "W"
-    answers = {"elementwise_00001": _body(CHAIN), "elementwise_00002": _body(CHAIN[:1]),
+    answers = {"elementwise_00001": _body(CHAIN), "elementwise_00002": "/* 1/2 neg */ v = -v;",
                "reduction_00003": "v = 1;", "seed_task": _body(CHAIN)}
     for problem, code in answers.items():
         if problem != "seed_task":  # a problem without a chain is left out
             meta = work / "synthesize" / "heldout_solutions" / problem / "meta.json"
             meta.parent.mkdir(parents=True)
             meta.write_text(json.dumps({"ops": CHAIN}))
+            (meta.parent / "solution.py").write_text("/* 1/3 neg */ v = -v;")
         answer = work / "evaluate-seed0-plain-synth" / "generations" / problem / "sample_0.py"
         answer.parent.mkdir(parents=True)
         answer.write_text(code)
@@ -64,4 +65,17 @@ def test_a_work_folder_gives_counts_per_class_with_the_correct_ones(tmp_path: Pa
     assert result["answers"] == 3
     assert result["counts"] == {"match": 1, "stops_early": 1, "repeats": 0, "other": 0, "untagged": 1}
     assert result["correct"] == {"match": 1, "stops_early": 0, "repeats": 0, "other": 0, "untagged": 0}
+    assert result["count_up_front"] == {"right": 0, "wrong": 1, "unnumbered": 2}  # 2 of 3 ops chosen up front
     assert main([str(tmp_path / "empty")]) == 2
+
+
+def test_the_count_each_run_of_tags_chooses_up_front() -> None:
+    solution = "/* 1/3 neg */ v = -v;\n/* 2/3 exp_neg_abs */ v = e(v);\n/* 3/3 atan */ v = a(v);\nx = 0;\n" \
+               "/* 1/3 neg */ t = -t;\n/* 2/3 exp_neg_abs */ t = e(t);\n/* 3/3 atan */ t = a(t);"
+    assert first_counts(solution) == [3, 3]  # a vectorised body and its tail
+    assert count_reading(solution, solution) == "right"
+    assert count_reading("/* 1/2 neg */ v = -v;\n/* 2/2 atan */ v = a(v);", solution) == "wrong"  # chose 2 of 3
+    assert count_reading(solution.replace("1/3 neg */ t", "1/4 neg */ t"), solution) == "wrong"  # the tail alone
+    assert count_reading(_body(CHAIN), solution) == "unnumbered"
+    for task in generate_tasks(200, 5):  # the generator's own solutions choose right
+        assert count_reading(task.solution, task.solution) in ("right", "unnumbered"), task.id

@@ -10,11 +10,14 @@ the run's seed and the task's index, so a task is the same whatever else is draw
 
 from __future__ import annotations
 
-import importlib
 import random
 from collections.abc import Callable, Iterator, Sequence
 
 from kernelwright.errors import UsageError
+
+# the families' code is loaded with GENERATOR_VERSION, never later: a run's tasks carry the version they were
+# written by even where the installed code changes while it runs
+from kernelwright.synthesis import family_elementwise, family_gather, family_matmul, family_rows
 from kernelwright.synthesis.task import FAMILIES, SynthTask
 
 GENERATOR_VERSION = "8"  # the version's change, newest first:
@@ -42,16 +45,15 @@ GENERATOR_VERSION = "8"  # the version's change, newest first:
 # the share of each family in a run (renormalised over the families asked for)
 WEIGHTS = {"elementwise": 0.28, "reduction": 0.18, "softmax": 0.12, "rownorm": 0.14, "gather": 0.1,
            "matmul_epilogue": 0.18}
-_MODULES = {"elementwise": "family_elementwise", "gather": "family_gather", "reduction": "family_rows",
-            "softmax": "family_rows", "rownorm": "family_rows", "matmul_epilogue": "family_matmul"}
-
 Builder = Callable[[random.Random, str, int], SynthTask]
+_BUILDERS: dict[str, Builder] = {
+    "elementwise": family_elementwise.build_elementwise, "gather": family_gather.build_gather,
+    "reduction": family_rows.build_reduction, "softmax": family_rows.build_softmax,
+    "rownorm": family_rows.build_rownorm, "matmul_epilogue": family_matmul.build_matmul_epilogue}
 
 
 def builder(family: str) -> Builder:
-    module = importlib.import_module(f"kernelwright.synthesis.{_MODULES[family]}")
-    fn: Builder = getattr(module, f"build_{family}")
-    return fn
+    return _BUILDERS[family]
 
 
 def check_families(families: Sequence[str]) -> list[str]:

@@ -60,3 +60,17 @@ def test_the_command_refuses_unknown_families_and_runs(tmp_path, capsys):
     code = main(["synthesize", "--tasks", "12", "--verify", "none", "--no-infill", "--workdir", str(tmp_path)])
     assert code == 0
     assert (tmp_path / "synthesize" / "manifest.json").is_file()
+
+
+def test_the_generators_code_loads_with_its_version() -> None:
+    """Every family and the op library are imported with GENERATOR_VERSION, not when a run first draws a family:
+    code that changed on disk while a run went on once wrote a later version's solutions under the earlier's
+    number."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, kernelwright.synthesis.generator as g; "
+             "print(sorted(m for m in sys.modules if m.startswith('kernelwright.synthesis.')))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    for module in ("family_elementwise", "family_gather", "family_matmul", "family_rows", "ops"):
+        assert f"kernelwright.synthesis.{module}" in loaded, module

@@ -46,7 +46,8 @@
 # --items-per-phase), RL_MINUTES (rl's --max-minutes), RL_INFILL_KINDS (rl's --infill-kinds), RL_EVAL_ITEMS and
 # RL_EVAL_STEPS (rl's --eval-items, --eval-steps) (unset: rl's defaults),
 # RL_BESIDE (1), RL_FROM (the SEED-MODE RL starts from, beside the evaluations, e.g. 0-plain; unset: the one trained
-# version, or with several the best evaluated one, after the evaluations), CHECK_COMPILE_BASELINE (false), CHECK_TIMING_BUDGET (1.0), STATIC_CACHE (true; false: the dynamic cache),
+# version, or with several the best evaluated one, after the evaluations), CHECK_COMPILE_BASELINE (false),
+# CHECK_TIMING_BUDGET (1.0), STATIC_CACHE (true; false: the dynamic cache),
 # TRAIN_INFILL (0.2: a fifth of the infill tasks in training; 1: every one; 0: whole kernels only, and no infill
 # evaluation),
 # CHECKPOINTING (unset: train's default, on with a GPU; false trades ~3x the activation memory for ~15% of the time),

@@ -30,7 +30,7 @@ class JobConfig:
     base_model: str | None = field(default=None, metadata={"help": "Local HF checkpoint. None: the tiny model."})
     base_max_steps: int = field(default=0, metadata={
         "help": "Pretrain the tiny default base (no --base-model) for exactly this many optimizer steps, so that "
-                "it, and every figure after it, is the same on any machine (1,500 steps took 5.5 minutes on a "
+                "a busy machine and an idle one pretrain it on the same tokens (1,500 steps took 5.5 minutes on a "
                 "busy 2-core machine). 0: as many steps as its 3-minute budget allows, which follows the machine "
                 "and its load (758 to 5,450 steps seen on 2-core machines)."})
     weighting: str = field(default="plain", metadata={"help": "Loss weighting: plain, token, region or cuset "

@@ -103,7 +103,10 @@ RL_INFILL_KINDS="${RL_INFILL_KINDS:+--infill-kinds $RL_INFILL_KINDS}"  # e.g. "i
 RL_EVAL="${RL_EVAL_ITEMS:+--eval-items $RL_EVAL_ITEMS}${RL_EVAL_STEPS:+ --eval-steps $RL_EVAL_STEPS}"  # set-aside prompts
 RL_BESIDE="${RL_BESIDE:-1}"  # 1: with one trained version, RL starts beside its evaluations
 RL_FROM="${RL_FROM:-}"  # SEED-MODE: RL starts from this version, beside the evaluations
-if [ -n "$RL_FROM" ] && ! for s in $SEEDS; do for m in $MODES; do echo "$s-$m"; done; done | grep -qxF -- "$RL_FROM"; then
+read -r -a SEED_LIST <<< "$SEEDS"
+TRAINED=()  # the versions trained, SEED-MODE each
+for s in "${SEED_LIST[@]}"; do for m in $MODES; do TRAINED+=("$s-$m"); done; done
+if [ -n "$RL_FROM" ] && ! printf '%s\n' "${TRAINED[@]}" | grep -qxF -- "$RL_FROM"; then
     echo "RL_FROM=$RL_FROM is not one of the versions SEEDS and MODES train (SEED-MODE, e.g. 0-plain)" >&2
     exit 2
 fi
@@ -319,9 +322,6 @@ check_version() {  # SEED-MODE-SUITE
 # H100, 251 s of generation), so TRAIN_INFILL=0 evaluates the held-out compositions only
 SUITES="synth infill"
 [ "$TRAIN_INFILL" != 0 ] || SUITES=synth
-read -r -a SEED_LIST <<< "$SEEDS"
-TRAINED=()
-for s in "${SEED_LIST[@]}"; do for m in $MODES; do TRAINED+=("$s-$m"); done; done
 side_by_side train_version "${TRAINED[@]}"
 run_rl() {  # SEED-MODE: kernelwright rl from its version, once
     local infill=()  # a model trained without the infill tasks cannot answer them: whole problems only

@@ -160,6 +160,11 @@ def _cuda_steps(chain: list[OpUse], load: Callable[[int, str], str],
             yield use, op.cuda
 
 
+def _op_tag(place: int, count: int, use: OpUse) -> str:
+    """An op's tag, `2/3 gelu`: the head of its plan item and the comment leading its statement."""
+    return f"{place}/{count} {use.op}"
+
+
 def plan_ops(chain: list[OpUse], first_scalar: int = 0) -> str:
     """The chain for a kernel's plan comment, each op with its place and the kernel argument it reads:
     "1/3 gelu, then 2/3 leaky_relu (s0), then 3/3 add_bias (p0, one per row)". Each item leads with the tag
@@ -170,7 +175,7 @@ def plan_ops(chain: list[OpUse], first_scalar: int = 0) -> str:
     uses = list(_operand_places(chain))
     words = []
     for k, (use, j) in enumerate(uses, 1):
-        tag = f"{k}/{len(uses)} {use.op}"
+        tag = _op_tag(k, len(uses), use)
         if use.spec.kind == SCALAR:
             words.append(f"{tag} (s{first_scalar + j})")
         elif use.spec.kind == BROADCAST:
@@ -200,5 +205,5 @@ def cuda_statements(chain: list[OpUse], var: str, load: Callable[[int, str], str
     the chain out, since models that wrote bare names stopped a statement short or wrote one twice (14 of 23
     answers of one H100 seed, bench/chain_fidelity.py)."""
     steps = list(_cuda_steps(chain, load, scalar))
-    return [f"/* {k}/{len(steps)} {use.op} */ {var} = {step.replace('{x}', var)};"
+    return [f"/* {_op_tag(k, len(steps), use)} */ {var} = {step.replace('{x}', var)};"
             for k, (use, step) in enumerate(steps, 1)]

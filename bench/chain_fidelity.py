@@ -17,8 +17,10 @@ kernel and its scalar tail each hold the chain once). Each answer is
 - `untagged`: no op names (the one-expression style, or none written), not read.
 
 Where the tags are numbered (`/* k/n op */`, since version 6), each answer's count chosen up front is read too:
-`right` when every run of its tags opens with a count n that some run of the problem's own solution has, `wrong`
-when one opens with another (`/* 1/4 neg */` on a chain of five), `unnumbered` without numbered tags.
+`right` when every run of its tags opens with a count n the problem's own solution states, `wrong` when one opens
+with another (`/* 1/4 neg */` on a chain of five), `unnumbered` without numbered tags, `unread` when the solution
+states no count. A solution states its counts in its numbered tags, or where it writes its chain as one expression
+(no tags), in its plan comment's items (`// y = 1/4 sqrt_abs, then 2/4 gelu, ...`, since version 8).
 
 The chain is the problem's `ops` in its solution's meta.json (synthesize's `heldout_solutions`); answers are
 an evaluation folder's `generations/<problem>/sample_<k>.py`, joined with its results.json's verdicts where
@@ -42,8 +44,9 @@ from kernelwright.synthesis.ops import OPS  # noqa: E402
 
 TAG = re.compile(r"/\*\s*(?:\d+\s*/\s*\d+\s+)?([a-z0-9_]+)\s*\*/")  # `/* gelu */`, `/* 2/3 gelu */` (since version 6)
 NUMBERED = re.compile(r"/\*\s*\d+\s*/\s*(\d+)\s+[a-z0-9_]+\s*\*/")  # the count n of `/* k/n op */`
+PLAN_ITEM = re.compile(r"\b(\d+)/(\d+) ([a-z0-9_]+)")  # `1/4 sqrt_abs` in a plan comment (since version 8)
 CLASSES = ("match", "stops_early", "repeats", "other", "untagged")
-COUNTS = ("right", "wrong", "unnumbered")
+COUNTS = ("right", "wrong", "unnumbered", "unread")
 
 
 def sections(code: str) -> list[list[str]]:
@@ -73,13 +76,27 @@ def first_counts(code: str) -> list[int]:
     return firsts
 
 
+def stated_counts(solution: str) -> list[int]:
+    """The counts a solution states up front: those of its numbered tags' runs, else (a chain written as one
+    expression) of its plan comments' stages, the n of each item `1/n op`; [] when it states none."""
+    tagged = first_counts(solution)
+    if tagged:
+        return tagged
+    return [int(n) for line in solution.splitlines() if line.lstrip().startswith("//")
+            for k, n, op in PLAN_ITEM.findall(line) if k == "1" and op in OPS]
+
+
 def count_reading(answer: str, solution: str) -> str:
-    """One of COUNTS: whether every run of the answer's numbered tags opens with a count some run of the
-    problem's own solution has (`right`), any opens with another (`wrong`), or it numbers none (`unnumbered`)."""
+    """One of COUNTS: whether every run of the answer's numbered tags opens with a count the problem's own
+    solution states (`right`), any opens with another (`wrong`), it numbers none (`unnumbered`), or the
+    solution states no count to read it against (`unread`)."""
     chosen = first_counts(answer)
     if not chosen:
         return "unnumbered"
-    return "right" if set(chosen) <= set(first_counts(solution)) else "wrong"
+    stated = stated_counts(solution)
+    if not stated:
+        return "unread"
+    return "right" if set(chosen) <= set(stated) else "wrong"
 
 
 def classify(chain: Sequence[str], found: list[list[str]]) -> str:

@@ -4,7 +4,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from bench.chain_fidelity import classify, count_reading, first_counts, main, sections
+from bench.chain_fidelity import classify, count_reading, first_counts, main, sections, stated_counts
 from kernelwright.synthesis.generator import generate_tasks
 
 CHAIN = ["neg", "exp_neg_abs", "atan"]
@@ -65,7 +65,7 @@ def test_a_work_folder_gives_counts_per_class_with_the_correct_ones(tmp_path: Pa
     assert result["answers"] == 3
     assert result["counts"] == {"match": 1, "stops_early": 1, "repeats": 0, "other": 0, "untagged": 1}
     assert result["correct"] == {"match": 1, "stops_early": 0, "repeats": 0, "other": 0, "untagged": 0}
-    assert result["count_up_front"] == {"right": 0, "wrong": 1, "unnumbered": 2}  # 2 of 3 ops chosen up front
+    assert result["count_up_front"] == {"right": 0, "wrong": 1, "unnumbered": 2, "unread": 0}  # 2 of 3 ops chosen up front
     assert main([str(tmp_path / "empty")]) == 2
 
 
@@ -79,3 +79,19 @@ def test_the_count_each_run_of_tags_chooses_up_front() -> None:
     assert count_reading(_body(CHAIN), solution) == "unnumbered"
     for task in generate_tasks(200, 5):  # the generator's own solutions choose right
         assert count_reading(task.solution, task.solution) in ("right", "unnumbered"), task.id
+
+
+def test_a_solution_written_as_one_expression_states_its_counts_in_its_plan() -> None:
+    """Without tags a solution's counts are its plan comment's (one per stage); without either nothing is read."""
+    tagged = "/* 1/2 neg */ v = -v;\n/* 2/2 atan */ v = a(v);"
+    fused = "// y = 1/2 neg, then 2/2 atan, computed in float\nv = a(-v);"
+    assert count_reading(tagged, fused) == "right"
+    assert count_reading(tagged.replace("1/2 neg", "1/3 neg"), fused) == "wrong"
+    staged = "// first x through 1/1 abs; then the result through 1/3 neg, then 2/3 atan, then 3/3 cos\nv = f(v);"
+    assert stated_counts(staged) == [1, 3]
+    assert stated_counts("// 1/2 of the rows per block\nv = a(-v);") == []  # no op of synthesis's: no plan item
+    assert count_reading(tagged, "// y = neg, then atan\nv = a(-v);") == "unread"
+    fused_tasks = [t for t in generate_tasks(300, 7) if not first_counts(t.solution) and t.ops]
+    assert fused_tasks  # the generator writes some chains as one expression
+    for task in fused_tasks:  # and their plans state each stage's count
+        assert stated_counts(task.solution), task.id

@@ -93,6 +93,11 @@ class Gemm:
         """`var` = prologue(x[index]) as float."""
         return [f"{var} = {self.ct.to_float(f'x[{index}]')};", *cuda_ops(self.prologue, var)]
 
+    @property
+    def layout(self) -> str:
+        """The product and the weight layout it reads, one phrase for the kernel's plan and the host's sizes."""
+        return "F.linear(x, w): w is (N, K)" if self.linear else "x @ w: w is (K, N)"
+
     def w_at(self, k: str, n: str) -> str:
         index = f"(long long){n} * K + {k}" if self.linear else f"(long long){k} * N + {n}"
         return self.ct.to_float(f"w[{index}]")
@@ -221,7 +226,7 @@ def _host(g: Gemm, args: Sequence[Arg], launch: list[str]) -> str:
              'TORCH_CHECK(xc.dim() == 2 && wc.dim() == 2, "x and w must be 2-D");',
              "const int M = (int)xc.size(0);", "const int K = (int)xc.size(1);",
              # the layout restated just before the lines it decides (a small model took the other's there)
-             "// F.linear(x, w): w is (N, K), y = x @ w^T" if g.linear else "// x @ w: w is (K, N), y = x @ w",
+             f"// {g.layout}, y = x @ w^T" if g.linear else f"// {g.layout}, y = x @ w",
              f"const int N = (int)wc.size({n_dim});",
              f'TORCH_CHECK(wc.size({k_dim}) == K, "w must be {shape} for x of shape (M, K)");']
     lines += ['TORCH_CHECK(biasc.numel() == N, "bias must hold N values");'] if g.bias else []
@@ -272,7 +277,8 @@ def build_matmul_epilogue(rng: random.Random, task_id: str, seed: int) -> SynthT
                   f"{names.kernel}<<<grid, block>>>({g.call_args()});"]
         note = "one thread per output, a loop over K (K is small)"
     args = chain_args(pro) + chain_args(epi, scalar_count(pro))
-    cuda = f"{includes(ct)}\n\n{comment(names, note, order_note(pro, epi))}{kernel}\n{_host(g, args, launch)}"
+    plan = f"; {g.layout}{order_note(pro, epi)}"  # the layout first: the kernel's indexing and the host follow it
+    cuda = f"{includes(ct)}\n\n{comment(names, note, plan)}{kernel}\n{_host(g, args, launch)}"
     h = "h" if pro else "x"
     product = {"matmul": f"{h} @ w", "matmul_bias": f"{h} @ w + bias", "linear": f"F.linear({h}, w)",
                "linear_bias": f"F.linear({h}, w, bias)"}[tail]

@@ -20,7 +20,10 @@ from kernelwright.errors import UsageError
 from kernelwright.synthesis import family_elementwise, family_gather, family_matmul, family_rows
 from kernelwright.synthesis.task import FAMILIES, SynthTask
 
-GENERATOR_VERSION = "8"  # the version's change, newest first:
+GENERATOR_VERSION = "9"  # the version's change, newest first:
+# 9: a matmul kernel's plan comment opens with its product and weight layout ("x @ w: w is (K, N); then the result
+# through 1/1 cos"), the phrase its host restates: a version-8 model wrote the other layout's host checks for 3 of 7
+# held-out matmul compositions (both ways), with the layout nowhere above the kernel it was choosing for;
 # 8: each item of the plan comment is its op statement's tag ("1/3 gelu, then 2/3 leaky_relu (s0)" above
 # `/* 2/3 leaky_relu */`), the count in every item: the quick start's model copied version 7's plan and then
 # counted its tags wrong (`/* 3/1 */`), and version 6's models chose a wrong count in their first tag;

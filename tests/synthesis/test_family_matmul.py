@@ -91,3 +91,16 @@ def test_templates_tails_and_dtypes_vary() -> None:
 def test_a_seed_gives_the_same_task() -> None:
     assert build_matmul_epilogue(random.Random(5), "m", 5) == build_matmul_epilogue(random.Random(5), "m", 5)
     assert build_matmul_epilogue(random.Random(5), "m", 5) != build_matmul_epilogue(random.Random(6), "m", 6)
+
+
+def test_the_plan_above_the_kernel_states_the_weight_layout_the_reference_uses() -> None:
+    """The first comment above the kernel names the product and the layout of w the reference reads (`F.linear`:
+    (N, K); `@`: (K, N)), in the words the host restates before the sizes it decides."""
+    for task in TASKS:
+        cuda = "\n".join(candidate_sources(task.solution).builds[0].cuda)
+        plan = cuda.split("__global__")[0].strip().splitlines()[-1]
+        linear = "F.linear(" in task.reference
+        phrase = "F.linear(x, w): w is (N, K)" if linear else "x @ w: w is (K, N)"
+        assert plan.startswith("// ") and phrase in plan, (task.id, plan)
+        assert f"// {phrase}, y = " in cuda.split("__global__")[-1], task.id  # the host's words are the plan's
+        assert ("(n, k)" if linear else "(k, n)") in task.reference.split('"""')[1], task.id  # the docstring agrees

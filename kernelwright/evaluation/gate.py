@@ -122,4 +122,4 @@ def gate_evaluation(ref: ModelRef | None, metrics: dict[str, float], suite: str,
     if not gpu:
         return None, "not GPU-verified: fast_1 was not measured, so the champion stays"
     decision = record_and_gate(ref, metrics, suite, sampling, view)
-    return decision, decision.reason
+    return decision, f"{'promoted to champion' if decision.promote else 'not promoted'} ({decision.reason})"

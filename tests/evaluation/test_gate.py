@@ -108,3 +108,16 @@ def test_the_gate_lock_is_one_per_store_whatever_its_spelling_and_a_thread_may_r
     worker.start()
     worker.join(timeout=60)
     assert done.is_set()
+
+
+@pytest.mark.parametrize(("promote", "reason", "note"), [
+    (True, "no champion yet", "promoted to champion (no champion yet)"),
+    (False, "fast_0 dropped", "not promoted (fast_0 dropped)")])
+def test_the_evaluate_stage_note_leads_with_the_decision(monkeypatch: pytest.MonkeyPatch, promote: bool,
+                                                          reason: str, note: str) -> None:
+    """The closing line's `gate: ...` says what the gate did, not only why (`gate: no champion yet` read as a
+    refusal where the version had been promoted)."""
+    decided = GateDecision(promote, reason, CANDIDATE, None)
+    monkeypatch.setattr(gate, "record_and_gate", lambda *args, **kwargs: decided)
+    ref = ModelRef(uri="models:/m/1", name="m", version="1")
+    assert gate.gate_evaluation(ref, CANDIDATE, "suite", "greedy", "own", True, True) == (decided, note)

@@ -65,7 +65,8 @@ def test_a_work_folder_gives_counts_per_class_with_the_correct_ones(tmp_path: Pa
     assert result["answers"] == 3
     assert result["counts"] == {"match": 1, "stops_early": 1, "repeats": 0, "other": 0, "untagged": 1}
     assert result["correct"] == {"match": 1, "stops_early": 0, "repeats": 0, "other": 0, "untagged": 0}
-    assert result["count_up_front"] == {"right": 0, "wrong": 1, "unnumbered": 2, "unread": 0}  # 2 of 3 ops chosen up front
+    # 2 of 3 ops chosen up front
+    assert result["count_up_front"] == {"right": 0, "wrong": 1, "unnumbered": 2, "unread": 0}
     assert main([str(tmp_path / "empty")]) == 2
 
 

@@ -8,6 +8,9 @@ card says which command made it, where its run is, and how to use what the folde
     class CusetSFTTrainer(SFTTrainer):
         def create_model_card(self, *args, **kwargs) -> None:
             write_model_card(self, "train")
+
+A registered version carries a card too (`registry_card`): `log_local_model` gives it to MLflow, which
+would otherwise look the model's name up on the Hugging Face Hub for one.
 """
 
 from __future__ import annotations
@@ -51,3 +54,39 @@ def write_model_card(trainer: Any, stage: str) -> None:
     folder = str(trainer.args.output_dir)
     text = model_card(stage, active.info.run_id if active else None, int(trainer.state.global_step), folder)
     atomic.write_text(Path(folder) / CARD_FILE, text)
+
+
+def registry_card(stage: str) -> Any:
+    """The card a registered version carries in MLflow (a `huggingface_hub.ModelCard`): which command made it and
+    where its record is; given to MLflow so that it asks no hub for one."""
+    from huggingface_hub import ModelCard
+
+    return ModelCard(f"""---
+license: other
+---
+# kernelwright {stage}
+
+A model made by `kernelwright {stage}` on this machine, not a Hugging Face Hub model. The MLflow run it
+was logged in holds what made it: the command's settings, the data's digests, the per-step metrics and,
+for a trained version, the base it started from.
+""")
+
+
+def _local_name(name_or_path: str) -> str:
+    """A model folder of this machine by its absolute path; anything else as it is. MLflow looks a model's name up
+    on the Hugging Face Hub for its card and licence, and a relative folder (`W/base`) reads as a hub repository
+    id: offline that is five retries (~25 s) per registration, where an absolute path fails at once, locally."""
+    return str(Path(name_or_path).resolve()) if name_or_path and Path(name_or_path).exists() else name_or_path
+
+
+def log_local_model(components: dict[str, Any], stage: str, *, registered_model_name: str | None,
+                    pip_requirements: list[str], base_model_path: str | None = None) -> Any:
+    """`mlflow.transformers.log_model` (artifact `model`, task text-generation) of {"model", "tokenizer"} built on
+    this machine: its card is kernelwright's (`stage` made it), never fetched from the hub, and the model is named
+    by its local path. The model info MLflow returns."""
+    model = components["model"]
+    model.name_or_path = _local_name(str(getattr(model, "name_or_path", "") or ""))
+    return mlflow.transformers.log_model(  # type: ignore[attr-defined]
+        transformers_model=components, name="model", task="text-generation",
+        registered_model_name=registered_model_name, base_model_path=base_model_path,
+        pip_requirements=pip_requirements, model_card=registry_card(stage))

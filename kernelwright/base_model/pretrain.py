@@ -57,6 +57,7 @@ from kernelwright.base_model.perplexity import heldout_perplexity
 from kernelwright.base_model.tokenizer import BlockSampler, encode_corpus, train_code_tokenizer
 from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
+from kernelwright.model_card import log_local_model
 from kernelwright.models import load_tokenizer
 from kernelwright.tracking import log_config, stage_run
 from kernelwright.workdir import base_model_dir, resolve_workdir
@@ -280,9 +281,9 @@ def _finish(cfg: PretrainConfig, out: Path, key: str, corpus: Corpus, model: Pre
 
 
 def _register(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> str | None:
-    info = mlflow.transformers.log_model(  # type: ignore[attr-defined]
-        transformers_model={"model": model, "tokenizer": tokenizer}, name="model", task="text-generation",
-        registered_model_name=REGISTERED_BASE, pip_requirements=["kernelwright", "torch", "transformers"])
+    info = log_local_model({"model": model, "tokenizer": tokenizer}, "base-model pretrain",
+                           registered_model_name=REGISTERED_BASE,
+                           pip_requirements=["kernelwright", "torch", "transformers"])
     version = getattr(info, "registered_model_version", None)
     return str(version) if version is not None else None
 

@@ -38,7 +38,7 @@ from kernelwright.code_state import tag_code_state
 from kernelwright.config import config_to_params
 from kernelwright.errors import UsageError
 from kernelwright.generation import end_loops_with_eos
-from kernelwright.model_card import write_model_card
+from kernelwright.model_card import log_local_model, write_model_card
 from kernelwright.models import load_base_model, load_model, load_tokenizer, resolve_ref
 from kernelwright.rl.config import RLConfig
 from kernelwright.rl.curriculum import INFILL, Curriculum, RLItem, curriculum_items, load_curriculum, rows, set_aside
@@ -321,9 +321,8 @@ def save_final(model: Any, tokenizer: PreTrainedTokenizerBase, dest: Path) -> An
 def register(cfg: RLConfig, model: Any, tokenizer: PreTrainedTokenizerBase, mode: str) -> str | None:
     """Log the model to the active run and register it; the version gets tags `method` and `reward_mode`, and
     alias `cfg.alias`."""
-    info = mlflow.transformers.log_model(  # type: ignore[attr-defined]
-        transformers_model={"model": model, "tokenizer": tokenizer}, name="model", task="text-generation",
-        registered_model_name=cfg.registered_model, pip_requirements=["kernelwright", "torch", "transformers"])
+    info = log_local_model({"model": model, "tokenizer": tokenizer}, "rl", registered_model_name=cfg.registered_model,
+                           pip_requirements=["kernelwright", "torch", "transformers"])
     version = getattr(info, "registered_model_version", None)
     if version is None:
         return None

@@ -10,6 +10,8 @@ from mlflow.tracking import MlflowClient
 from transformers import PreTrainedTokenizerBase
 
 from kernelwright import atomic
+from kernelwright.model_card import log_local_model
+from kernelwright.models import load_base_model
 from kernelwright.tracking import set_alias
 from kernelwright.training.config import TrainConfig
 from kernelwright.training.cuset_trainer import CusetSFTTrainer
@@ -46,11 +48,10 @@ def save_final(trainer: CusetSFTTrainer, cfg: TrainConfig, tokenizer: PreTrained
 def register(cfg: TrainConfig, model: Any, tokenizer: PreTrainedTokenizerBase, base: Path, out: Path) -> str | None:
     """Log the model to the active run and register it; the version gets tag `weighting` and alias `cfg.alias`."""
     adapter_only = cfg.lora and not cfg.merge_lora
-    info = mlflow.transformers.log_model(  # type: ignore[attr-defined]
-        # a multi-process run left its model on disk only (sharded in memory)
-        transformers_model=str(out) if model is None else {"model": model, "tokenizer": tokenizer},
-        name="model",
-        task="text-generation",
+    if model is None:  # a multi-process run left its model on disk only (sharded in memory)
+        model = _from_disk(out, adapter_only)
+    info = log_local_model(
+        {"model": model, "tokenizer": tokenizer}, "train",
         registered_model_name=cfg.registered_model if cfg.register else None,
         base_model_path=str(base) if adapter_only else None,
         pip_requirements=["kernelwright", "torch", "transformers", "peft"],
@@ -63,3 +64,13 @@ def register(cfg: TrainConfig, model: Any, tokenizer: PreTrainedTokenizerBase, b
     if cfg.alias:
         set_alias(str(version), cfg.alias, cfg.registered_model)
     return str(version)
+
+
+def _from_disk(out: Path, adapter: bool) -> Any:
+    """The final model as `out` holds it, on the CPU, for registration (MLflow cannot log a text-generation
+    checkpoint folder by its path with this transformers): the adapter over its base, or the whole model."""
+    if adapter:
+        from peft import AutoPeftModelForCausalLM
+
+        return AutoPeftModelForCausalLM.from_pretrained(str(out), local_files_only=True)
+    return load_base_model(out, device="cpu")

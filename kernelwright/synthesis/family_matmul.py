@@ -94,9 +94,13 @@ class Gemm:
         return [f"{var} = {self.ct.to_float(f'x[{index}]')};", *cuda_ops(self.prologue, var)]
 
     @property
+    def w_shape(self) -> str:
+        return "(N, K)" if self.linear else "(K, N)"
+
+    @property
     def layout(self) -> str:
         """The product and the weight layout it reads, one phrase for the kernel's plan and the host's sizes."""
-        return "F.linear(x, w): w is (N, K)" if self.linear else "x @ w: w is (K, N)"
+        return f"{'F.linear(x, w)' if self.linear else 'x @ w'}: w is {self.w_shape}"
 
     def w_at(self, k: str, n: str) -> str:
         index = f"(long long){n} * K + {k}" if self.linear else f"(long long){k} * N + {n}"
@@ -221,14 +225,13 @@ def _naive(g: Gemm) -> str:
 def _host(g: Gemm, args: Sequence[Arg], launch: list[str]) -> str:
     n_dim = "0" if g.linear else "1"
     k_dim = "1" if g.linear else "0"
-    shape = "(N, K)" if g.linear else "(K, N)"
     lines = [*host_checks(g.ct, g.tensors),
              'TORCH_CHECK(xc.dim() == 2 && wc.dim() == 2, "x and w must be 2-D");',
              "const int M = (int)xc.size(0);", "const int K = (int)xc.size(1);",
              # the layout restated just before the lines it decides (a small model took the other's there)
              f"// {g.layout}, y = x @ w^T" if g.linear else f"// {g.layout}, y = x @ w",
              f"const int N = (int)wc.size({n_dim});",
-             f'TORCH_CHECK(wc.size({k_dim}) == K, "w must be {shape} for x of shape (M, K)");']
+             f'TORCH_CHECK(wc.size({k_dim}) == K, "w must be {g.w_shape} for x of shape (M, K)");']
     lines += ['TORCH_CHECK(biasc.numel() == N, "bias must hold N values");'] if g.bias else []
     for j, axis in enumerate(g.axes):
         size = "M" if axis == "row" else "N"
